@@ -1,0 +1,3 @@
+from tracedoc.cli import main
+
+main()

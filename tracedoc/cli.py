@@ -1,0 +1,179 @@
+"""The ``tracedoc`` command line (typer + rich).
+
+Exit codes (ruff's convention): 0 clean, 1 findings at or above ``--fail-on``,
+2 error (bad input, bad usage). The report goes to stdout; progress, warnings and
+errors go to stderr, errors as a single line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from tracedoc import __version__
+from tracedoc.errors import TracedocError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Diagnose PyTorch Profiler traces: ranked findings with evidence, estimated savings and fixes.")
+err_console = Console(stderr=True, highlight=False)
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+class Level(str, Enum):
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+_LEVELS = {"info": 0, "warning": 1, "error": 2}
+
+
+def fail(message: str, code: int = 2) -> "typer.Exit":
+    """Print ``tracedoc: error: message`` on one stderr line and return the Exit to raise."""
+    err_console.print(f"tracedoc: error: {escape(message)}", soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"tracedoc {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main_callback(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                               help="Print the version and exit.")) -> None:
+    """tracedoc: diagnose PyTorch Profiler (Kineto) traces."""
+
+
+def exit_code_for(findings, fail_on: str, exit_zero: bool) -> int:
+    """0, or 1 when a finding's severity is at or above ``fail_on`` (and not ``exit_zero``)."""
+    if exit_zero:
+        return 0
+    return 1 if any(_LEVELS[f.severity] >= _LEVELS[fail_on] for f in findings) else 0
+
+
+@app.command()
+def analyze(
+    trace: Path = typer.Argument(..., help="A trace (.json or .json.gz), or a directory of per-rank traces."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
+    fail_on: Level = typer.Option(Level.info, "--fail-on", help="Exit 1 when a finding has this severity or higher."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when there are findings."),
+    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules (code, code prefix or name); repeatable."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules (code, code prefix or name); repeatable."),
+) -> None:
+    """Analyze a trace and print ranked findings."""
+    from tracedoc.engine import analyze as run_analysis
+    from tracedoc.report.render import ConsoleRenderer, JsonRenderer, MarkdownRenderer
+
+    try:
+        report = run_analysis(trace, select=select, ignore=ignore)
+    except TracedocError as exc:
+        raise fail(str(exc), exc.exit_code)
+    except MemoryError:
+        raise fail(f"{trace}: out of memory while analyzing")
+    except Exception as exc:  # never a traceback for a bad trace
+        if os.environ.get("TRACEDOC_DEBUG"):
+            raise
+        raise fail(f"{trace}: cannot analyze ({type(exc).__name__}: {exc}); set TRACEDOC_DEBUG=1 for a traceback")
+    if format is Format.json:
+        sys.stdout.write(JsonRenderer().render(report) + "\n")
+    elif format is Format.markdown:
+        sys.stdout.write(MarkdownRenderer().render(report))
+    else:
+        ConsoleRenderer(Console(highlight=False)).render(report)
+    raise typer.Exit(exit_code_for(report.findings, fail_on.value, exit_zero))
+
+
+@app.command("rules")
+def list_rules(format: Format = typer.Option(Format.text, "--format", "-f")) -> None:
+    """List the rules: code, name, severity, fix safety, summary."""
+    from rich.table import Table
+
+    from tracedoc.engine.rules import builtin_rules
+
+    rules = builtin_rules()
+    if format is Format.json:
+        import orjson
+
+        sys.stdout.write(orjson.dumps([{"code": r.code, "name": r.name, "severity": r.severity,
+                                        "summary": r.summary, "condition": r.condition.source,
+                                        "fix": r.fix.to_dict()} for r in rules],
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    table = Table(show_edge=False)
+    for col in ("code", "name", "severity", "fix safety", "summary"):
+        table.add_column(col)
+    for r in rules:
+        table.add_row(r.code, r.name, r.severity, r.fix.safety, r.summary)
+    Console(highlight=False).print(table)
+
+
+@app.command("rule")
+def explain_rule(name_or_code: str = typer.Argument(..., help="A rule code (TD101) or name (dataloader-stall).")) -> None:
+    """Explain one rule: what it detects, why it matters, an example, the fix and its safety."""
+    from tracedoc.engine.rules import builtin_rules
+
+    key = name_or_code.strip()
+    matches = [r for r in builtin_rules() if key.upper() == r.code or key == r.name]
+    if not matches:
+        raise fail(f"no rule {key!r} (see `tracedoc rules`)")
+    r = matches[0]
+    c = Console(highlight=False)
+    c.print(f"[bold]{r.code} {r.name}[/] ({r.severity}): {escape(r.summary)}\n")
+    c.print(f"[bold]condition[/]  {escape(r.condition.source)}")
+    if r.estimated_saving_ms is not None:
+        c.print(f"[bold]estimated saving (ms/step)[/]  {escape(r.estimated_saving_ms.source)}: {escape(r.saving_basis)}")
+    for section, title in (("what", "What it detects"), ("why", "Why it matters"), ("example", "Example"),
+                           ("fix", "Fix"), ("safety", "Fix safety")):
+        c.print(f"\n[bold]{title}[/]" + (f" [{r.fix.safety}]" if section == "safety" else ""))
+        c.print(escape(r.docs[section].strip("\n")))
+    if r.fix.knobs:
+        c.print(f"\n[bold]fix-loop knobs[/]  {', '.join(r.fix.knobs)}")
+
+
+@app.command("signals")
+def list_signals() -> None:
+    """List the signals rules can use, with units and definitions."""
+    from rich.table import Table
+
+    from tracedoc.signals import SIGNALS
+
+    table = Table(show_edge=False)
+    for col in ("signal", "unit", "definition"):
+        table.add_column(col)
+    for name, sig in sorted(SIGNALS.items()):
+        table.add_row(name, sig.unit, sig.summary)
+    Console(highlight=False).print(table)
+
+
+def _register_fix_loop() -> None:
+    try:
+        from tracedoc.fixloop.command import fix_loop
+    except ImportError:
+        return
+    app.command("fix-loop")(fix_loop)
+
+
+_register_fix_loop()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err_console.print("tracedoc: interrupted")
+        sys.exit(130)

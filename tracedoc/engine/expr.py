@@ -1,0 +1,118 @@
+"""A tiny, whitelisted expression language for rule conditions and saving estimates.
+
+Grammar: Python expression syntax restricted to numbers, booleans, signal names,
+``and``/``or``/``not``, comparisons (``< <= > >= == !=``, chained), ``+ - * /``,
+unary minus, parentheses and the functions ``min``, ``max``, ``abs``. It is parsed
+with :mod:`ast` and evaluated by walking the tree: no ``eval``, no attribute access,
+no subscripts, no other names.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from typing import Any, Mapping
+
+from tracedoc.errors import RuleError
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+           ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_FUNCS = {"min": min, "max": max, "abs": abs}
+
+
+class Expr:
+    """A parsed, validated expression.
+
+    Attributes:
+        source: the expression text.
+        names: the signal names it reads.
+
+    Raises:
+        RuleError: on a syntax error or any construct outside the grammar.
+    """
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        try:
+            self._tree = ast.parse(source.strip(), mode="eval").body
+        except SyntaxError as exc:
+            raise RuleError(f"invalid expression {source!r}: {exc.msg}") from None
+        self.names: set[str] = set()
+        self._check(self._tree)
+
+    def _check(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Constant):
+            if not isinstance(node.value, (int, float, bool)):
+                raise RuleError(f"in {self.source!r}: only numbers and booleans are allowed as constants")
+        elif isinstance(node, ast.Name):
+            if node.id in ("True", "False"):
+                return
+            self.names.add(node.id)
+        elif isinstance(node, ast.BoolOp):
+            for v in node.values:
+                self._check(v)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
+            self._check(node.operand)
+        elif isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            self._check(node.left)
+            self._check(node.right)
+        elif isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
+            self._check(node.left)
+            for c in node.comparators:
+                self._check(c)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS
+              and not node.keywords):
+            for a in node.args:
+                self._check(a)
+        else:
+            raise RuleError(f"in {self.source!r}: {type(node).__name__} is not allowed in rule expressions")
+
+    def evaluate(self, values: Mapping[str, Any]) -> Any:
+        """Evaluate with ``values`` (signal name -> value).
+
+        Raises:
+            KeyError: a name is missing from ``values``.
+            ZeroDivisionError: a division by zero.
+        """
+        return self._eval(self._tree, values)
+
+    def _eval(self, node: ast.AST, v: Mapping[str, Any]) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id == "True":
+                return True
+            if node.id == "False":
+                return False
+            return v[node.id]
+        if isinstance(node, ast.BoolOp):
+            if isinstance(node.op, ast.And):
+                result: Any = True
+                for x in node.values:
+                    result = self._eval(x, v)
+                    if not result:
+                        return result
+                return result
+            result = False
+            for x in node.values:
+                result = self._eval(x, v)
+                if result:
+                    return result
+            return result
+        if isinstance(node, ast.UnaryOp):
+            x = self._eval(node.operand, v)
+            return (not x) if isinstance(node.op, ast.Not) else -x
+        if isinstance(node, ast.BinOp):
+            return _BINOPS[type(node.op)](self._eval(node.left, v), self._eval(node.right, v))
+        if isinstance(node, ast.Compare):
+            left = self._eval(node.left, v)
+            for op, comp in zip(node.ops, node.comparators):
+                right = self._eval(comp, v)
+                if not _CMPOPS[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.Call):
+            return _FUNCS[node.func.id](*(self._eval(a, v) for a in node.args))  # type: ignore[attr-defined]
+        raise RuleError(f"cannot evaluate {type(node).__name__}")  # unreachable after _check

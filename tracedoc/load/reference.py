@@ -1,0 +1,226 @@
+"""The reference loader: orjson into Python objects, one pass over the events.
+
+Simple and obviously correct; the fast loader must give identical frames (a test
+compares them on every real trace).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from tracedoc.errors import TraceLoadError
+from tracedoc.load.categories import (
+    KIND_GPU_ANNOTATION,
+    KIND_IGNORED,
+    KIND_KERNEL,
+    KIND_MEMCPY,
+    KIND_MEMSET,
+    KIND_OP,
+    KIND_RUNTIME,
+    KIND_SYNC,
+    classify_runtime,
+    normalize_category,
+    parse_memcpy_name,
+)
+
+_NUM = (int, float)
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_STREAM_RE = re.compile(r"(\d+)")
+
+
+def parse_document(data: bytes, path: str) -> dict[str, Any]:
+    """Parse JSON bytes into the top-level trace object.
+
+    Raises:
+        TraceLoadError: invalid JSON (bare ``NaN``/``Infinity`` included: they are not
+            JSON), a top level that is not an object, or no ``traceEvents`` list.
+    """
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise TraceLoadError(path, f"invalid JSON ({exc})") from None
+    return check_document(doc, path)
+
+
+def check_document(doc: Any, path: str) -> dict[str, Any]:
+    """Validate the top level of a parsed trace (shared by every loader)."""
+    if isinstance(doc, list):
+        raise TraceLoadError(path, "top level is a JSON array; expected a Kineto trace object with a 'traceEvents' list")
+    if not isinstance(doc, dict):
+        raise TraceLoadError(path, f"top level is a JSON {type(doc).__name__}; expected a Kineto trace object")
+    if "traceEvents" not in doc:
+        raise TraceLoadError(path, "no 'traceEvents' key: not a PyTorch profiler (Kineto) trace")
+    if not isinstance(doc["traceEvents"], list):
+        raise TraceLoadError(path, f"'traceEvents' is a {_json_type(doc['traceEvents'])}, expected a list")
+    return doc
+
+
+def _json_type(v: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(v), "number")
+
+
+def _bad(path: str, i: int, ev: dict, key: str, want: str) -> TraceLoadError:
+    name = ev.get("name")
+    label = f"event #{i}" + (f" ({name[:40]!r})" if isinstance(name, str) else "")
+    return TraceLoadError(path, f"{label}: '{key}' is a {_json_type(ev.get(key))}, expected {want}")
+
+
+class ColumnSink:
+    """Column lists per frame kind, filled event by event; raw (un-rebased) times.
+
+    Attributes:
+        cols: ``kind -> column -> list``; kinds as in :data:`tracedoc.trace.FRAME_COLUMNS`.
+        min_ts: smallest timestamp seen (absolute µs), the rebase origin.
+        max_end: largest ``ts + dur`` seen (absolute µs).
+        hip_runtime: True when a ``hip*`` runtime call was seen (ROCm trace).
+    """
+
+    def __init__(self) -> None:
+        from tracedoc.trace import FRAME_COLUMNS
+
+        self.cols = {k: {c: [] for c, _ in spec} for k, spec in FRAME_COLUMNS.items()}
+        self.min_ts = float("inf")
+        self.max_end = float("-inf")
+        self.hip_runtime = False
+        self.n_events = 0
+
+    def add(self, kind: str, cat: str, name: str, pid: Any, tid: Any, ts: float, dur: float, args: dict) -> None:
+        """Add one complete ('X') event already sorted into ``kind``."""
+        if ts < self.min_ts:
+            self.min_ts = ts
+        if ts + dur > self.max_end:
+            self.max_end = ts + dur
+        c = self.cols
+        if kind == KIND_OP:
+            o = c["ops"]
+            o["name"].append(name); o["cat"].append(cat); o["pid"].append(str(pid)); o["tid"].append(str(tid))
+            o["ts_us"].append(ts); o["dur_us"].append(dur); o["end_us"].append(0.0)
+            o["external_id"].append(_num(args.get("External id")))
+            m = _STEP_RE.match(name)
+            if m and cat in ("cpu_op", "user_annotation"):
+                s = c["steps"]
+                s["step"].append(int(m.group(1))); s["name"].append(name)
+                s["ts_us"].append(ts); s["dur_us"].append(dur); s["end_us"].append(0.0)
+        elif kind == KIND_RUNTIME:
+            if name.startswith("hip"):
+                self.hip_runtime = True
+            r = c["runtime"]
+            r["name"].append(name); r["cat"].append(cat); r["kind"].append(classify_runtime(name))
+            r["pid"].append(str(pid)); r["tid"].append(str(tid))
+            r["ts_us"].append(ts); r["dur_us"].append(dur); r["end_us"].append(0.0)
+            r["correlation"].append(_num(args.get("correlation")))
+        elif kind in (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC):
+            frame = {KIND_KERNEL: "kernels", KIND_MEMCPY: "memcpys", KIND_MEMSET: "memsets", KIND_SYNC: "syncs"}[kind]
+            g = c[frame]
+            g["name"].append(name)
+            g["device"].append(_int(args.get("device"), _int(pid, -1)))
+            g["stream"].append(_int(args.get("stream"), _stream_from_tid(tid)))
+            g["ts_us"].append(ts); g["dur_us"].append(dur); g["end_us"].append(0.0)
+            g["correlation"].append(_num(args.get("correlation")))
+            if kind == KIND_KERNEL:
+                g["blocks_per_sm"].append(_num(args.get("blocks per SM")))
+                g["warps_per_sm"].append(_num(args.get("warps per SM")))
+                g["occupancy_pct"].append(_num(args.get("est. achieved occupancy %")))
+            elif kind == KIND_MEMCPY:
+                ck, src, dst = parse_memcpy_name(name)
+                g["copy_kind"].append(ck); g["src_memory"].append(src); g["dst_memory"].append(dst)
+                g["bytes"].append(_num(args.get("bytes")))
+            elif kind == KIND_MEMSET:
+                g["bytes"].append(_num(args.get("bytes")))
+
+    def add_memory(self, ts: float, args: dict) -> None:
+        """Add one ``[memory]`` instant event."""
+        if ts < self.min_ts:
+            self.min_ts = ts
+        m = self.cols["memory"]
+        m["ts_us"].append(ts)
+        m["device_type"].append(_int(args.get("Device Type"), -1))
+        m["device_id"].append(_int(args.get("Device Id"), -1))
+        m["bytes"].append(_num(args.get("Bytes")))
+        m["total_allocated_bytes"].append(_num(args.get("Total Allocated")))
+        m["total_reserved_bytes"].append(_num(args.get("Total Reserved")))
+
+
+def _num(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, _NUM):
+        if isinstance(v, str):
+            try:
+                return float(v)
+            except ValueError:
+                return float("nan")
+        return float("nan")
+    return float(v)
+
+
+def _int(v: Any, default: int) -> int:
+    if isinstance(v, bool):
+        return default
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v == v:
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            return default
+    return default
+
+
+def _stream_from_tid(tid: Any) -> int:
+    if isinstance(tid, int) and not isinstance(tid, bool):
+        return tid
+    m = _STREAM_RE.search(str(tid))
+    return int(m.group(1)) if m else -1
+
+
+def collect_events(events: list, path: str, sink: ColumnSink | None = None) -> ColumnSink:
+    """Sort every event of ``traceEvents`` into the sink's columns.
+
+    Only complete events (``ph == "X"``) with a known category and ``[memory]``
+    instant events are kept; flows, metadata and counters are skipped.
+
+    Raises:
+        TraceLoadError: an event that is not an object, or a kept event whose
+            ``ts``/``dur`` is not a number, whose ``name``/``cat`` is not a string, or
+            whose ``args`` is not an object.
+    """
+    sink = sink or ColumnSink()
+    for i, ev in enumerate(events):
+        if not isinstance(ev, dict):
+            raise TraceLoadError(path, f"event #{i} is a {_json_type(ev)}, expected an object")
+        sink.n_events += 1
+        ph = ev.get("ph")
+        if ph == "X":
+            cat = ev.get("cat")
+            if cat is not None and not isinstance(cat, str):
+                raise _bad(path, i, ev, "cat", "a string")
+            canon, kind = normalize_category(cat)
+            if kind in (KIND_IGNORED, KIND_GPU_ANNOTATION):
+                continue
+        elif (ph == "i" or ph == "I") and ev.get("name") == "[memory]":
+            kind = "memory"
+        else:
+            continue
+        ts = ev.get("ts")
+        if not isinstance(ts, _NUM) or isinstance(ts, bool):
+            raise _bad(path, i, ev, "ts", "a number")
+        args = ev.get("args")
+        if args is None:
+            args = {}
+        elif not isinstance(args, dict):
+            raise _bad(path, i, ev, "args", "an object")
+        if kind == "memory":
+            sink.add_memory(float(ts), args)
+            continue
+        name = ev.get("name")
+        if not isinstance(name, str):
+            raise _bad(path, i, ev, "name", "a string")
+        dur = ev.get("dur", 0)
+        if not isinstance(dur, _NUM) or isinstance(dur, bool):
+            raise _bad(path, i, ev, "dur", "a number")
+        sink.add(kind, canon, name, ev.get("pid"), ev.get("tid"), float(ts), float(dur), args)
+    return sink

@@ -1,0 +1,73 @@
+"""The analysis report as plain data, and its versioned JSON form.
+
+JSON schema (``schema_version`` 1; additive changes keep the version, anything
+else bumps it)::
+
+    {"schema_version": 1,
+     "tool": {"name": "tracedoc", "version": str},
+     "trace": {"path", "n_events", "span_ms", "has_steps", "n_steps", "rank",
+               "device": {...} | null, "devices": [...]},
+     "signals": {name: number | bool | null},
+     "signals_unavailable": {name: reason},
+     "units": {name: unit},
+     "steps": [{"step", "step_time_ms", "<category>_ms", ...}],
+     "findings": [{"code", "name", "severity", "message", "estimated_saving_ms",
+                   "saving_basis", "evidence", "fix": {"summary", "safety", "knobs"}}],
+     "skipped": [{"code", "name", "reason"}],
+     "rules_evaluated": [code, ...]}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracedoc import __version__
+from tracedoc.engine.rules import Finding, Skipped
+from tracedoc.trace import Trace
+
+SCHEMA_VERSION = 1
+
+
+def summarize_trace(trace: Trace) -> dict[str, Any]:
+    """The report's ``trace`` section."""
+    dev = trace.primary_device()
+    return {
+        "path": trace.path,
+        "n_events": trace.n_events,
+        "span_ms": round(trace.span_us / 1000.0, 3),
+        "has_steps": bool(len(trace.steps)),
+        "n_steps": int(len(trace.steps)),
+        "rank": trace.rank,
+        "device": dev.to_dict() if dev else None,
+        "devices": [d.to_dict() for d in trace.devices],
+    }
+
+
+@dataclass
+class Report:
+    """Everything an analysis produced; render it with :mod:`tracedoc.report.render`."""
+
+    trace: dict[str, Any]
+    signals: dict[str, Any]
+    signals_unavailable: dict[str, str]
+    units: dict[str, str]
+    steps: list[dict[str, Any]]
+    findings: list[Finding]
+    skipped: list[Skipped]
+    rules_evaluated: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The versioned, JSON-safe form (see the module docstring)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "tracedoc", "version": __version__},
+            "trace": self.trace,
+            "signals": self.signals,
+            "signals_unavailable": self.signals_unavailable,
+            "units": self.units,
+            "steps": self.steps,
+            "findings": [f.to_dict() for f in self.findings],
+            "skipped": [s.to_dict() for s in self.skipped],
+            "rules_evaluated": self.rules_evaluated,
+        }

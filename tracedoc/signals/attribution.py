@@ -1,0 +1,106 @@
+"""Linking kernels to the CPU ops that launched them.
+
+kernel --(args.correlation)--> runtime call --(same pid/tid, time containment)--> CPU op.
+The launching op is the innermost ``cpu_op`` that contains the runtime call's start.
+A kernel is *Tensor-Core-eligible* when any enclosing op (innermost or outer) is a
+GEMM/convolution/attention op (patterns in ``patterns.toml``), or when its own name
+says it is a GEMM or a convolution.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+
+from tracedoc.signals.base import SignalContext
+from tracedoc.signals.intervals import merge
+
+#: How far back (in ops on the same thread) to look for the innermost enclosing op.
+MAX_NESTING_SCAN = 64
+
+
+@lru_cache(maxsize=1)
+def patterns() -> dict[str, dict[str, list[str]]]:
+    """The pattern tables of ``patterns.toml`` (family -> list of regexes)."""
+    text = resources.files("tracedoc.signals").joinpath("patterns.toml").read_text()
+    return tomllib.loads(text)
+
+
+@lru_cache(maxsize=None)
+def compiled(table: str) -> re.Pattern[str]:
+    """One case-insensitive regex matching any pattern of a table of ``patterns.toml``."""
+    pats = [p for fam in patterns()[table].values() for p in fam]
+    return re.compile("|".join(f"(?:{p})" for p in pats), re.IGNORECASE)
+
+
+def _match(names: pd.Series, table: str) -> np.ndarray:
+    rx = compiled(table)
+    uniq = pd.unique(names)
+    hits = {n: bool(rx.search(n)) for n in uniq}
+    return names.map(hits).to_numpy(dtype=bool)
+
+
+def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
+    """For each runtime call (index aligned with ``trace.runtime``): ``op`` (innermost
+    enclosing cpu_op name or None) and ``eligible`` (an enclosing op is TC-eligible)."""
+    def build() -> pd.DataFrame:
+        t = ctx.trace
+        rt = t.runtime
+        op_name = np.full(len(rt), None, dtype=object)
+        eligible = np.zeros(len(rt), dtype=bool)
+        ops = t.ops[t.ops["cat"] == "cpu_op"]
+        if not len(rt) or not len(ops):
+            return pd.DataFrame({"op": op_name, "eligible": eligible}, index=rt.index)
+        ops_elig = _match(ops["name"], "tensor_core_eligible_ops")
+        rt_key = rt["pid"] + "/" + rt["tid"]
+        op_key = ops["pid"] + "/" + ops["tid"]
+        for key, r_idx in rt.groupby(rt_key).indices.items():
+            sel = (op_key == key).to_numpy()
+            if not sel.any():
+                continue
+            o = ops[sel]
+            order = np.lexsort((-o["dur_us"].to_numpy(), o["ts_us"].to_numpy()))
+            ots = o["ts_us"].to_numpy()[order]
+            oend = o["end_us"].to_numpy()[order]
+            onames = o["name"].to_numpy()[order]
+            rts = rt["ts_us"].to_numpy()[r_idx]
+            j = np.searchsorted(ots, rts, side="right") - 1
+            found = np.full(rts.size, -1)
+            for back in range(MAX_NESTING_SCAN):
+                cand = j - back
+                ok = (found < 0) & (cand >= 0)
+                if not ok.any():
+                    break
+                c = np.maximum(cand, 0)
+                hit = ok & (oend[c] >= rts)
+                found[hit] = c[hit]
+            op_name[r_idx[found >= 0]] = onames[found[found >= 0]]
+            es, ee = merge(o["ts_us"].to_numpy()[ops_elig[sel]], o["end_us"].to_numpy()[ops_elig[sel]])
+            if es.size:
+                k = np.searchsorted(es, rts, side="right") - 1
+                eligible[r_idx] = (k >= 0) & (rts <= ee[np.maximum(k, 0)])
+        return pd.DataFrame({"op": op_name, "eligible": eligible}, index=rt.index)
+    return ctx.cached("runtime_ops", build)
+
+
+def kernel_ops(ctx: SignalContext) -> pd.DataFrame:
+    """Kernels with their launching op: name, device, ts_us, dur_us, op, tensor_core, eligible."""
+    def build() -> pd.DataFrame:
+        k = ctx.trace.kernels
+        rt = ctx.trace.runtime
+        ro = runtime_ops(ctx)
+        link = pd.DataFrame({"correlation": rt["correlation"].to_numpy(), "op": ro["op"].to_numpy(),
+                             "op_eligible": ro["eligible"].to_numpy()}).dropna(subset=["correlation"])
+        link = link.drop_duplicates("correlation")
+        out = k[["name", "device", "ts_us", "dur_us", "correlation"]].merge(link, on="correlation", how="left")
+        out["op_eligible"] = out["op_eligible"].fillna(False).astype(bool)
+        out["tensor_core"] = _match(out["name"], "tensor_core_kernels")
+        out["eligible"] = (out["op_eligible"].to_numpy() | out["tensor_core"].to_numpy()
+                           | _match(out["name"], "tensor_core_eligible_kernels"))
+        return out
+    return ctx.cached("kernel_ops", build)

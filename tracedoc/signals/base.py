@@ -1,0 +1,113 @@
+"""The signal registry: named, documented measurements computed lazily from a Trace.
+
+A signal is a function ``f(ctx: SignalContext) -> value`` registered with a unit.
+Values are floats, ints or bools (usable in rule conditions) or lists of dicts
+("tables", used as evidence). A signal that cannot be computed on a trace raises
+:class:`SignalUnavailable` with the reason; rules that need it are then skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable
+
+from tracedoc.trace import Trace
+
+UNITS = ("ms", "us", "share", "count", "bytes", "bool", "table", "ratio")
+
+
+class SignalUnavailable(Exception):
+    """The signal cannot be computed on this trace; ``str(exc)`` says why."""
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A registered signal.
+
+    Attributes:
+        name: snake_case name with its unit as suffix (``_ms``, ``_share``, ...).
+        unit: one of :data:`UNITS`.
+        func: computes the value from a :class:`SignalContext`.
+        doc: the function's docstring: formula, events used, unit.
+    """
+
+    name: str
+    unit: str
+    func: Callable[["SignalContext"], Any]
+
+    @property
+    def doc(self) -> str:
+        return (self.func.__doc__ or "").strip()
+
+    @property
+    def summary(self) -> str:
+        return self.doc.splitlines()[0] if self.doc else ""
+
+
+SIGNALS: dict[str, Signal] = {}
+
+
+def signal(unit: str) -> Callable[[Callable[["SignalContext"], Any]], Callable[["SignalContext"], Any]]:
+    """Register the decorated function as a signal named after the function."""
+    if unit not in UNITS:
+        raise ValueError(f"unknown unit {unit!r}")
+
+    def deco(func: Callable[["SignalContext"], Any]) -> Callable[["SignalContext"], Any]:
+        SIGNALS[func.__name__] = Signal(func.__name__, unit, func)
+        return func
+
+    return deco
+
+
+class SignalContext:
+    """Per-trace cache of signal values and of the intermediate results they share.
+
+    Sub-modules attach their intermediate results as cached properties through
+    :meth:`cached`; :meth:`get` computes a signal once and remembers its value or
+    the reason it is unavailable.
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self._values: dict[str, Any] = {}
+        self._errors: dict[str, str] = {}
+        self._cache: dict[str, Any] = {}
+
+    def cached(self, key: str, compute: Callable[[], Any]) -> Any:
+        """Return ``compute()`` once per context (exceptions are not cached)."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    def get(self, name: str) -> Any:
+        """Value of signal ``name``.
+
+        Raises:
+            KeyError: no such signal.
+            SignalUnavailable: the signal cannot be computed on this trace.
+        """
+        if name in self._values:
+            return self._values[name]
+        if name in self._errors:
+            raise SignalUnavailable(self._errors[name])
+        sig = SIGNALS[name]
+        try:
+            value = sig.func(self)
+        except SignalUnavailable as exc:
+            self._errors[name] = str(exc)
+            raise
+        self._values[name] = value
+        return value
+
+    def try_get(self, name: str) -> tuple[Any, str | None]:
+        """``(value, None)`` or ``(None, reason)`` when unavailable."""
+        try:
+            return self.get(name), None
+        except SignalUnavailable as exc:
+            return None, str(exc)
+
+    @cached_property
+    def device(self):
+        """The primary device (most kernel time), or None."""
+        return self.trace.primary_device()

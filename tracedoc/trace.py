@@ -1,0 +1,151 @@
+"""The trace model: a loaded trace as pandas frames with fixed, documented columns.
+
+All times are float64 microseconds relative to the trace start (``Trace.origin_us``
+is the absolute Kineto timestamp that was subtracted). ``end_us = ts_us + dur_us``.
+
+Frames (one row per event; empty frames keep their columns):
+
+``ops`` -- CPU ops and CPU-side annotations (categories ``cpu_op``, ``user_annotation``,
+    ``python_function``; the old ``Operator`` maps to ``cpu_op``):
+    name (str), cat (str), pid (str), tid (str), ts_us, dur_us, end_us (float64),
+    external_id (float64, NaN when absent).
+``runtime`` -- CUDA/HIP runtime and driver calls: name, cat, kind (launch | memcpy |
+    memset | sync | other), pid, tid, ts_us, dur_us, end_us, correlation (float64, NaN
+    when absent).
+``kernels`` -- GPU kernels: name, device (int), stream (int), ts_us, dur_us, end_us,
+    correlation, blocks_per_sm, warps_per_sm, occupancy_pct (float64, NaN when the
+    trace does not record them).
+``memcpys`` -- GPU memory copies: name, copy_kind (HtoD, DtoH, DtoD, ...), src_memory
+    (Pageable, Pinned, Device, Host, unknown), dst_memory, device, stream, ts_us,
+    dur_us, end_us, bytes (float64, NaN when absent), correlation.
+``memsets`` -- GPU memsets: name, device, stream, ts_us, dur_us, end_us, bytes, correlation.
+``syncs`` -- ``cuda_sync`` events: name, device, stream, ts_us, dur_us, end_us, correlation.
+``memory`` -- ``[memory]`` instant events: ts_us, device_type (int; 0 CPU, 1 CUDA),
+    device_id (int), bytes (allocation delta, float64), total_allocated_bytes,
+    total_reserved_bytes (float64, NaN in traces that predate those fields).
+``steps`` -- ``ProfilerStep#N`` CPU annotations, sorted by time: step (int), name,
+    ts_us, dur_us, end_us. Empty when the trace has no step annotations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "ops": [("name", "object"), ("cat", "object"), ("pid", "object"), ("tid", "object"),
+            ("ts_us", "float64"), ("dur_us", "float64"), ("end_us", "float64"),
+            ("external_id", "float64")],
+    "runtime": [("name", "object"), ("cat", "object"), ("kind", "object"), ("pid", "object"),
+                ("tid", "object"), ("ts_us", "float64"), ("dur_us", "float64"),
+                ("end_us", "float64"), ("correlation", "float64")],
+    "kernels": [("name", "object"), ("device", "int64"), ("stream", "int64"), ("ts_us", "float64"),
+                ("dur_us", "float64"), ("end_us", "float64"), ("correlation", "float64"),
+                ("blocks_per_sm", "float64"), ("warps_per_sm", "float64"),
+                ("occupancy_pct", "float64")],
+    "memcpys": [("name", "object"), ("copy_kind", "object"), ("src_memory", "object"),
+                ("dst_memory", "object"), ("device", "int64"), ("stream", "int64"),
+                ("ts_us", "float64"), ("dur_us", "float64"), ("end_us", "float64"),
+                ("bytes", "float64"), ("correlation", "float64")],
+    "memsets": [("name", "object"), ("device", "int64"), ("stream", "int64"), ("ts_us", "float64"),
+                ("dur_us", "float64"), ("end_us", "float64"), ("bytes", "float64"),
+                ("correlation", "float64")],
+    "syncs": [("name", "object"), ("device", "int64"), ("stream", "int64"), ("ts_us", "float64"),
+              ("dur_us", "float64"), ("end_us", "float64"), ("correlation", "float64")],
+    "memory": [("ts_us", "float64"), ("device_type", "int64"), ("device_id", "int64"),
+               ("bytes", "float64"), ("total_allocated_bytes", "float64"),
+               ("total_reserved_bytes", "float64")],
+    "steps": [("step", "int64"), ("name", "object"), ("ts_us", "float64"), ("dur_us", "float64"),
+              ("end_us", "float64")],
+}
+
+
+@dataclass(frozen=True)
+class Device:
+    """A GPU described by the trace's ``deviceProperties`` (or older ``computeProperties``).
+
+    Attributes:
+        id: device index as used by kernels' ``args.device``.
+        name: marketing name, e.g. ``"Tesla V100-SXM2-32GB"``.
+        total_memory_bytes: ``totalGlobalMem`` in bytes (None when absent).
+        compute_capability: ``(major, minor)``; for AMD this is the gfx major/minor.
+        num_sms: streaming multiprocessors (compute units on AMD), None when absent.
+        vendor: ``"NVIDIA"`` or ``"AMD"`` (from the name and the runtime call names).
+    """
+
+    id: int
+    name: str
+    total_memory_bytes: int | None
+    compute_capability: tuple[int, int] | None
+    num_sms: int | None
+    vendor: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "total_memory_bytes": self.total_memory_bytes,
+            "compute_capability": list(self.compute_capability) if self.compute_capability else None,
+            "num_sms": self.num_sms,
+            "vendor": self.vendor,
+        }
+
+
+@dataclass
+class Trace:
+    """A loaded trace. Build one with :func:`tracedoc.load`; see the module doc for columns."""
+
+    path: str
+    ops: pd.DataFrame
+    runtime: pd.DataFrame
+    kernels: pd.DataFrame
+    memcpys: pd.DataFrame
+    memsets: pd.DataFrame
+    syncs: pd.DataFrame
+    memory: pd.DataFrame
+    steps: pd.DataFrame
+    devices: list[Device]
+    origin_us: float
+    span_us: float
+    n_events: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def has_gpu_activity(self) -> bool:
+        """True when the trace holds any kernel, memcpy or memset."""
+        return bool(len(self.kernels) or len(self.memcpys) or len(self.memsets))
+
+    @property
+    def rank(self) -> int | None:
+        """``distributedInfo.rank`` when the trace carries it."""
+        info = self.metadata.get("distributedInfo")
+        if isinstance(info, dict) and isinstance(info.get("rank"), int):
+            return info["rank"]
+        return None
+
+    def primary_device(self) -> Device | None:
+        """The device that ran the most kernel time (else the only/first described device)."""
+        by_id = {d.id: d for d in self.devices}
+        if len(self.kernels):
+            busiest = int(self.kernels.groupby("device")["dur_us"].sum().idxmax())
+            if busiest in by_id:
+                return by_id[busiest]
+        return self.devices[0] if self.devices else None
+
+
+def empty_frame(kind: str) -> pd.DataFrame:
+    """An empty frame with the documented columns and dtypes of ``kind``."""
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in FRAME_COLUMNS[kind]})
+
+
+def frame_from_columns(kind: str, cols: dict[str, list]) -> pd.DataFrame:
+    """Build the ``kind`` frame from column lists (all of equal length), coercing dtypes."""
+    if not cols or not len(next(iter(cols.values()))):
+        return empty_frame(kind)
+    data = {}
+    for c, t in FRAME_COLUMNS[kind]:
+        values = cols[c]
+        data[c] = pd.Series(values, dtype=t) if t != "object" else pd.Series(values, dtype=object)
+    return pd.DataFrame(data)
