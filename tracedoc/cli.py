@@ -138,7 +138,7 @@ def explain_rule(name_or_code: str = typer.Argument(..., help="A rule code (TD10
         c.print(f"[bold]estimated saving (ms/step)[/]  {escape(r.estimated_saving_ms.source)}: {escape(r.saving_basis)}")
     for section, title in (("what", "What it detects"), ("why", "Why it matters"), ("example", "Example"),
                            ("fix", "Fix"), ("safety", "Fix safety")):
-        c.print(f"\n[bold]{title}[/]" + (f" [{r.fix.safety}]" if section == "safety" else ""))
+        c.print(f"\n[bold]{title}[/]" + (escape(f" [{r.fix.safety}]") if section == "safety" else ""))
         c.print(escape(r.docs[section].strip("\n")))
     if r.fix.knobs:
         c.print(f"\n[bold]fix-loop knobs[/]  {', '.join(r.fix.knobs)}")

@@ -132,9 +132,12 @@ class ConsoleRenderer:
     def _bar(self, s: dict[str, Any], width: int = 50) -> Group:
         bar = Text("  ")
         legend = Text("  ")
+        cum, drawn = 0.0, 0
         for key, label, colour in BREAKDOWN:
             v = s.get(key) or 0.0
-            n = int(round(v * width))
+            cum += v
+            n = int(round(cum * width)) - drawn  # cumulative rounding: the bar is exactly `width`
+            drawn += n
             bar.append("█" * n, style=colour)
             if v >= 0.0005:
                 legend.append("■ ", style=colour)

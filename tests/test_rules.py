@@ -1,0 +1,145 @@
+"""Rule files: their own pass/fail cases (ids carry the code, so `pytest -k TD101` selects
+one rule), the meta-test that every rule has both, and the expression evaluator."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracedoc.engine import rank_findings
+from tracedoc.engine.expr import Expr
+from tracedoc.engine.rules import (DOC_SECTIONS, Finding, Fix, Skipped, builtin_rules, load_rule_file,
+                                   parse_rule, select_rules)
+from tracedoc.errors import RuleError
+from tracedoc.signals import SignalUnavailable
+
+RULES = builtin_rules()
+CASES = [(r, i, case) for r in RULES for i, case in enumerate(r.tests)]
+
+
+def getter(case):
+    values = dict(case.get("signals", {}))
+    unavailable = set(case.get("unavailable", []))
+
+    def get(name):
+        if name in unavailable or name not in values:
+            raise SignalUnavailable("not in this case")
+        return values[name]
+    return get
+
+
+@pytest.mark.parametrize("rule,i,case", CASES, ids=[f"{r.code}-{r.name}-{c['expect']}{i}" for r, i, c in CASES])
+def test_rule_case(rule, i, case):
+    out = rule.evaluate(getter(case))
+    expect = case["expect"]
+    if expect == "fire":
+        assert isinstance(out, Finding)
+        assert out.code == rule.code and out.name == rule.name
+        assert out.estimated_saving_ms is not None and out.estimated_saving_ms >= 0
+        assert "{" not in out.message  # every template field was filled
+    elif expect == "pass":
+        assert out is None
+    else:
+        assert isinstance(out, Skipped) and out.reason
+
+
+def test_the_six_public_rules():
+    assert {r.name: r.code for r in RULES} == {
+        "dataloader-stall": "TD101", "pageable-h2d-copy": "TD102", "h2d-copy-share": "TD103",
+        "launch-bound-gpu-idle": "TD201", "no-tensor-core-use": "TD301", "low-gpu-memory-use": "TD401"}
+    safety = {r.name: r.fix.safety for r in RULES}
+    assert safety["dataloader-stall"] == safety["pageable-h2d-copy"] == safety["h2d-copy-share"] == "safe"
+    assert safety["no-tensor-core-use"] == safety["low-gpu-memory-use"] == "unsafe"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])
+def test_every_rule_has_fire_pass_and_skip_cases_and_docs(rule):
+    expects = {c["expect"] for c in rule.tests}
+    assert {"fire", "pass", "skip"} <= expects
+    for section in DOC_SECTIONS:
+        assert rule.docs[section].strip()
+    assert rule.fix.knobs, "every built-in fix maps to at least one workload knob"
+
+
+def test_budget_rule_from_a_user_file(tmp_path):
+    p = tmp_path / "budget.toml"
+    p.write_text('''
+code = "CI1"
+name = "step-time-budget"
+severity = "error"
+summary = "Step time over budget"
+condition = "step_time_ms > 120"
+message = "step time {step_time_ms:.1f} ms exceeds the 120 ms budget"
+[fix]
+summary = "find out what got slower"
+safety = "display-only"
+[docs]
+what = "x"
+why = "x"
+example = "x"
+fix = "x"
+safety = "x"
+''')
+    rule = load_rule_file(p)
+    assert rule.evaluate(lambda n: 130.0).message == "step time 130.0 ms exceeds the 120 ms budget"
+    assert rule.evaluate(lambda n: 100.0) is None
+
+
+@pytest.mark.parametrize("src,problem", [
+    ("__import__('os').system('x')", "not allowed"),
+    ("step_time_ms.real > 1", "not allowed"),
+    ("[1][0] > 0", "not allowed"),
+    ("'a' == 'a'", "constants"),
+    ("step_time_ms >", "invalid expression"),
+    ("lambda: 1", "not allowed"),
+])
+def test_expression_whitelist(src, problem):
+    with pytest.raises(RuleError, match=problem):
+        Expr(src)
+
+
+def test_expression_evaluation():
+    e = Expr("a > 0.5 and not b or min(a, c) * 2 >= 3 - 1 and 0 < a <= 1")
+    assert e.names == {"a", "b", "c"}
+    assert e.evaluate({"a": 0.7, "b": False, "c": 5}) is True
+    assert e.evaluate({"a": 0.2, "b": False, "c": 5}) is False
+    assert Expr("-x / 4 + abs(y)").evaluate({"x": 2, "y": -1}) == 0.5
+
+
+def _rule_dict(**over):
+    d = {"code": "X1", "name": "x-rule", "severity": "info", "summary": "s", "condition": "step_time_ms > 1",
+         "message": "m", "fix": {"summary": "f", "safety": "safe"},
+         "docs": {s: "d" for s in DOC_SECTIONS}}
+    d.update(over)
+    return d
+
+
+@pytest.mark.parametrize("over,problem", [
+    ({"condition": "no_such_signal > 1"}, "unknown signal"),
+    ({"message": "{no_such_signal}"}, "unknown signal"),
+    ({"message": "{step_time_ms.__class__}"}, "not a signal name"),
+    ({"condition": "top_h2d_copies > 1"}, "table signal"),
+    ({"severity": "fatal"}, "severity"),
+    ({"name": "Not_Kebab"}, "kebab-case"),
+    ({"code": "td-1"}, "code"),
+    ({"fix": {"summary": "f", "safety": "maybe"}}, "fix.safety"),
+    ({"docs": {"what": "only this"}}, "lacks"),
+])
+def test_rule_validation(over, problem):
+    with pytest.raises(RuleError, match=problem):
+        parse_rule(_rule_dict(**over), "test.toml")
+
+
+def test_select_and_ignore_by_code_prefix_and_name():
+    names = lambda rs: [r.name for r in rs]  # noqa: E731
+    assert names(select_rules(RULES, ["TD1"])) == ["dataloader-stall", "pageable-h2d-copy", "h2d-copy-share"]
+    assert names(select_rules(RULES, ["no-tensor-core-use", "TD401"])) == ["no-tensor-core-use", "low-gpu-memory-use"]
+    assert "dataloader-stall" not in names(select_rules(RULES, None, ["TD101"]))
+    with pytest.raises(RuleError, match="no rule matches"):
+        select_rules(RULES, ["TD999"])
+
+
+def test_ranking_by_estimated_saving():
+    fix = Fix("f", "safe")
+    fs = [Finding("A1", "a", "info", "", None, "", {}, fix), Finding("B1", "b", "info", "", 5.0, "", {}, fix),
+          Finding("C1", "c", "error", "", 50.0, "", {}, fix), Finding("D1", "d", "error", "", 5.0, "", {}, fix)]
+    assert [f.code for f in rank_findings(fs)] == ["C1", "D1", "B1", "A1"]
