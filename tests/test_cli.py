@@ -117,7 +117,7 @@ def test_rules_and_rule_commands():
                  "no-tensor-core-use", "low-gpu-memory-use"):
         assert name in r.stdout
     rules = json.loads(run("rules", "--format", "json").stdout)
-    assert len(rules) == 6
+    assert len(rules) == 7
     for key in ("TD301", "no-tensor-core-use"):
         r = run("rule", key)
         assert r.returncode == 0

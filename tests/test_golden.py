@@ -51,6 +51,7 @@ def test_workers4_no_dataloader_stall():
 
 def test_ddp_gpu_bound_only_tensor_cores():
     n = names("v100_resnet50_ddp_gpu_bound.pt.trace.json.gz")
+    assert n == ["no-tensor-core-use"]  # set_to_none already: no zero-grad-kernels either
     assert "dataloader-stall" not in n
     assert "launch-bound-gpu-idle" not in n
     assert "no-tensor-core-use" in n
@@ -71,9 +72,11 @@ def test_a100_alexnet_uses_tensor_cores_already():
 
 
 @pytest.mark.parametrize("name,skipped", [
-    ("mi250_toy_train.pt.trace.json.gz", {"dataloader-stall", "no-tensor-core-use", "low-gpu-memory-use"}),
+    ("mi250_toy_train.pt.trace.json.gz", {"dataloader-stall", "no-tensor-core-use", "low-gpu-memory-use",
+                                          "zero-grad-kernels"}),
     ("cpu_only_gloo.pt.trace.json.gz", {"dataloader-stall", "pageable-h2d-copy", "h2d-copy-share",
-                                        "launch-bound-gpu-idle", "no-tensor-core-use", "low-gpu-memory-use"}),
+                                        "launch-bound-gpu-idle", "no-tensor-core-use", "low-gpu-memory-use",
+                                        "zero-grad-kernels"}),
     ("legacy_computeproperties.json.gz", {"low-gpu-memory-use"}),
 ])
 def test_odd_traces_analyzed_with_reasons_for_skips(name, skipped):

@@ -42,10 +42,11 @@ def test_rule_case(rule, i, case):
         assert isinstance(out, Skipped) and out.reason
 
 
-def test_the_six_public_rules():
+def test_the_public_rules():
     assert {r.name: r.code for r in RULES} == {
         "dataloader-stall": "TD101", "pageable-h2d-copy": "TD102", "h2d-copy-share": "TD103",
-        "launch-bound-gpu-idle": "TD201", "no-tensor-core-use": "TD301", "low-gpu-memory-use": "TD401"}
+        "launch-bound-gpu-idle": "TD201", "zero-grad-kernels": "TD202", "no-tensor-core-use": "TD301",
+        "low-gpu-memory-use": "TD401"}
     safety = {r.name: r.fix.safety for r in RULES}
     assert safety["dataloader-stall"] == safety["pageable-h2d-copy"] == safety["h2d-copy-share"] == "safe"
     assert safety["no-tensor-core-use"] == safety["low-gpu-memory-use"] == "unsafe"

@@ -205,6 +205,27 @@ def test_has_tensor_cores_by_compute_capability(tmp_path):
     assert ctx_of(_tc_trace([("aten::mm", "sgemm", 10)], device=A100), tmp_path).get("has_tensor_cores") is True
 
 
+# ---- optimizer.zero_grad ---------------------------------------------------------------
+
+def test_zero_grad_signals(tmp_path):
+    b = TraceBuilder()
+    for i in range(2):
+        t0 = i * 1000.0
+        b.step(i + 1, t0, 1000)
+        b.op("Optimizer.zero_grad#SGD.zero_grad", t0 + 100, 50, cat="user_annotation")
+        for k in range(3):
+            b.op("aten::fill_", t0 + 105 + k * 10, 8)
+            b.kernel("fill_kernel", t0 + 106 + k * 10, t0 + 110 + k * 10, 2)
+        b.op("aten::add_", t0 + 300, 10)
+        b.kernel("add_kernel", t0 + 301, t0 + 310, 500)
+    c = ctx_of(b, tmp_path)
+    assert c.get("zero_grad_kernels_per_step") == 3
+    assert c.get("zero_grad_share") == pytest.approx(0.05)
+    assert c.get("zero_grad_ms") == pytest.approx(0.05)
+    with pytest.raises(SignalUnavailable, match="zero_grad"):
+        ctx_of(dataloader_bound(), tmp_path).get("zero_grad_ms")
+
+
 # ---- memory ------------------------------------------------------------------------------
 
 def test_peak_memory_share(tmp_path):
