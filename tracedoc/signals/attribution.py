@@ -19,6 +19,7 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext
 from tracedoc.signals.intervals import merge
+from tracedoc.signals.strings import name_mask
 
 #: How far back (in ops on the same thread) to look for the innermost enclosing op.
 MAX_NESTING_SCAN = 64
@@ -39,10 +40,7 @@ def compiled(table: str) -> re.Pattern[str]:
 
 
 def _match(names: pd.Series, table: str) -> np.ndarray:
-    rx = compiled(table)
-    uniq = pd.unique(names)
-    hits = {n: bool(rx.search(n)) for n in uniq}
-    return names.map(hits).to_numpy(dtype=bool)
+    return name_mask(names, compiled(table).search)
 
 
 def runtime_ops(ctx: SignalContext) -> pd.DataFrame:

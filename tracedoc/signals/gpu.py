@@ -16,7 +16,8 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import merge, overlap_per_window
-from tracedoc.signals.steps import averaged, complete_mask, dataloader_spans, gpu_events, step_windows
+from tracedoc.signals.steps import (averaged, complete_mask, dataloader_spans, gpu_events, in_complete_steps,
+                                    step_windows)
 
 
 def _require_kernels(ctx: SignalContext) -> None:
@@ -141,12 +142,7 @@ def kernels_in_windows_mask(ctx: SignalContext) -> np.ndarray:
         SignalUnavailable: the trace has no kernels.
     """
     _require_kernels(ctx)
-    k = ctx.trace.kernels
-    w = step_windows(ctx)
-    m = complete_mask(ctx)
-    ws, we = w["start_us"].to_numpy()[m], w["end_us"].to_numpy()[m]
-    idx = np.searchsorted(ws, k["ts_us"].to_numpy(), side="right") - 1
-    return (idx >= 0) & (k["ts_us"].to_numpy() < we[np.maximum(idx, 0)])
+    return in_complete_steps(ctx, ctx.trace.kernels["ts_us"].to_numpy())
 
 
 def _kernels_in_windows(ctx: SignalContext) -> pd.DataFrame:

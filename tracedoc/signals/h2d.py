@@ -8,12 +8,11 @@ Memory" and "Asynchronous and Overlapping Transfers with Computation").
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import overlap_per_window
-from tracedoc.signals.steps import averaged, complete_mask, step_windows
+from tracedoc.signals.steps import averaged, complete_mask, in_complete_steps, step_windows
 
 
 def _h2d(ctx: SignalContext, pageable_only: bool = False) -> pd.DataFrame:
@@ -24,12 +23,7 @@ def _h2d(ctx: SignalContext, pageable_only: bool = False) -> pd.DataFrame:
     m = m[m["copy_kind"] == "HtoD"]
     if pageable_only:
         m = m[m["src_memory"] == "Pageable"]
-    w = step_windows(ctx)
-    mask = complete_mask(ctx)
-    ws, we = w["start_us"].to_numpy()[mask], w["end_us"].to_numpy()[mask]
-    idx = np.searchsorted(ws, m["ts_us"].to_numpy(), side="right") - 1
-    inside = (idx >= 0) & (m["ts_us"].to_numpy() < we[np.maximum(idx, 0)])
-    return m[inside]
+    return m[in_complete_steps(ctx, m["ts_us"].to_numpy())]
 
 
 def _per_step(ctx: SignalContext) -> int:

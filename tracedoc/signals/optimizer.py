@@ -11,7 +11,7 @@ import numpy as np
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import merge, overlap_per_window
-from tracedoc.signals.steps import averaged, complete_mask, step_windows
+from tracedoc.signals.steps import averaged, complete_mask, in_complete_steps, step_windows
 
 ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
 
@@ -47,9 +47,5 @@ def zero_grad_kernels_per_step(ctx: SignalContext) -> float:
     ts = rt["ts_us"].to_numpy()
     k = np.searchsorted(s, ts, side="right") - 1
     inside = (k >= 0) & (ts <= e[np.maximum(k, 0)])
-    w = step_windows(ctx)
-    m = complete_mask(ctx)
-    ws, we = w["start_us"].to_numpy()[m], w["end_us"].to_numpy()[m]
-    j = np.searchsorted(ws, ts, side="right") - 1
-    in_step = (j >= 0) & (ts < we[np.maximum(j, 0)])
-    return float((inside & in_step).sum() / max(int(m.sum()), 1))
+    n_steps = max(int(complete_mask(ctx).sum()), 1)
+    return float((inside & in_complete_steps(ctx, ts)).sum() / n_steps)

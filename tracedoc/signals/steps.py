@@ -24,6 +24,7 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import covered_mask
+from tracedoc.signals.strings import startswith_mask
 
 BREAKDOWN_CATEGORIES = ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
@@ -90,7 +91,7 @@ def dataloader_spans(ctx: SignalContext) -> pd.DataFrame:
     """CPU spans of ``enumerate(DataLoader)#...__next__``."""
     ops = ctx.trace.ops
     return ctx.cached("dataloader_spans",
-                      lambda: ops[ops["name"].str.startswith(DATALOADER_PREFIX)])
+                      lambda: ops[startswith_mask(ops["name"], DATALOADER_PREFIX)])
 
 
 def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
@@ -101,7 +102,7 @@ def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
         ws, we = w["start_us"].to_numpy(), w["end_us"].to_numpy()
         ops = t.ops
         cpu = ops[(ops["cat"].isin(("cpu_op", "user_annotation")))
-                  & ~ops["name"].str.startswith("ProfilerStep#")]
+                  & ~startswith_mask(ops["name"], "ProfilerStep#")]
         dl = dataloader_spans(ctx)
         layers = [
             (t.kernels["ts_us"].to_numpy(), t.kernels["end_us"].to_numpy()),
@@ -174,6 +175,16 @@ def complete_mask(ctx: SignalContext) -> np.ndarray:
             keep[last] = False
         return keep
     return ctx.cached("complete_mask", build)
+
+
+def in_complete_steps(ctx: SignalContext, ts_us: np.ndarray) -> np.ndarray:
+    """Boolean mask: each timestamp falls inside a complete step window ``[start, end)``."""
+    w = step_windows(ctx)
+    m = complete_mask(ctx)
+    ws, we = w["start_us"].to_numpy()[m], w["end_us"].to_numpy()[m]
+    ts = np.asarray(ts_us, dtype=np.float64)
+    idx = np.searchsorted(ws, ts, side="right") - 1
+    return (idx >= 0) & (ts < we[np.maximum(idx, 0)])
 
 
 def averaged(ctx: SignalContext, per_step_us: np.ndarray) -> float:

@@ -7,7 +7,6 @@ total kernel time of kernels that start inside the (complete) step windows.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from tracedoc.signals.attribution import kernel_ops
