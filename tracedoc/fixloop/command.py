@@ -1,0 +1,153 @@
+"""The ``tracedoc fix-loop`` command (registered by ``tracedoc/cli.py``).
+
+The report (table, JSON or Markdown) goes to stdout; progress, notes and errors to stderr.
+Exit status: 0 the loop ran (whether or not a change was kept), 2 bad arguments, a
+workload that cannot be loaded, or a baseline trial that failed, 130 interrupted (Ctrl-C;
+the summary is written all the same). Nothing heavy (torch, pandas) is imported here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+FORMATS = ("table", "json", "markdown")
+
+
+class RichProgress:
+    """Progress on stderr: a line per trial start and end, a live elapsed counter on a terminal."""
+
+    def __init__(self, console) -> None:
+        self.console = console
+        self.started = time.monotonic()
+        self._status = None
+        self._label = ""
+
+    def trial_started(self, index: int, max_trials: int, change: str, finding: dict | None) -> None:
+        """Print which trial starts, what it changes and why."""
+        from rich.markup import escape
+
+        self._label = "baseline" if index == 0 else f"trial {index}/{max_trials}"
+        why = ""
+        if finding:
+            saving = finding.get("estimated_saving_ms")
+            pred = f", predicted saving {saving:.1f} ms/step" if isinstance(saving, (int, float)) else ""
+            why = f"  ({finding.get('code')} {finding.get('name')}{pred})"
+        self.console.print(f"[bold]{self._label}[/]: {escape(change)}{escape(why)}", soft_wrap=True)
+        self._status = self.console.status(f"{self._label}: starting")
+        self._status.start()
+
+    def tick(self, elapsed_s: float) -> None:
+        """Update the live line with the trial's and the loop's elapsed time."""
+        if self._status is not None:
+            total = time.monotonic() - self.started
+            self._status.update(f"{self._label}: running {elapsed_s:.0f} s (loop {total:.0f} s)")
+
+    def trial_finished(self, record) -> None:
+        """Print the trial's outcome."""
+        from rich.markup import escape
+
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        total = time.monotonic() - self.started
+        if record.samples_per_s is not None:
+            what = f"{record.samples_per_s:.1f} samples/s, {record.step_time_ms:.1f} ms/step"
+            if record.speedup is not None and record.index > 0:
+                what += f", {record.speedup:.2f}x baseline"
+            if record.decision:
+                what += f"; {record.decision['reason']}"
+        else:
+            what = record.error or ""
+        self.console.print(f"  -> {record.status}: {escape(what)}  [dim]({record.elapsed_s:.0f} s, loop {total:.0f} s)[/]",
+                           soft_wrap=True)
+
+    def note(self, text: str) -> None:
+        """Print a fix that is passed over, and why."""
+        from rich.markup import escape
+
+        self.console.print(f"  [dim]skip {escape(text)}[/]", soft_wrap=True)
+
+
+def _fail(console, message: str, code: int = 2) -> typer.Exit:
+    from rich.markup import escape
+
+    console.print(f"tracedoc: [red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
+    return typer.Exit(code)
+
+
+def fix_loop(
+    workload: Path = typer.Argument(..., help="Workload file: a Python file with a frozen Config and run(config, out_dir)."),
+    set_: Optional[list[str]] = typer.Option(
+        None, "--set", metavar="KNOB=VALUE", help="KNOB=VALUE for the starting configuration (repeatable); typed by the Config field. "
+                            "Step counts too, e.g. --set timed_steps=5."),
+    max_trials: int = typer.Option(8, "--max-trials", help="Trials after the baseline, at most."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: runs/fix-loop-YYYYmmdd-HHMMSS)."),
+    unsafe_fixes: bool = typer.Option(
+        False, "--unsafe-fixes", help="Also apply unsafe fixes (batch size, AMP), which change training numerics."),
+    device: str = typer.Option("auto", "--device", help="Device for the workload's device field: auto, cpu, cuda, cuda:1, ..."),
+    timeout: float = typer.Option(900.0, "--timeout", help="Wall-clock limit of one trial, in seconds."),
+    min_gain: float = typer.Option(
+        0.02, "--min-gain", help="Smallest relative throughput gain that can be kept (0.02 = 2 %), on top of the measured noise."),
+    format_: str = typer.Option("table", "--format", help="Report on stdout: table, json or markdown."),
+    rules: Optional[list[Path]] = typer.Option(
+        None, "--rules", metavar="PATH", help="Extra rule files (TOML) or folders of them, evaluated with the built-in rules; repeatable."),
+) -> None:
+    """Run the workload, apply the top finding's fix, re-measure, keep it only if it really helps; repeat."""
+    from rich.console import Console
+
+    from tracedoc.fixloop.loop import FixLoop, LoopOptions, start_config
+    from tracedoc.fixloop.runner import SubprocessRunner
+    from tracedoc.fixloop.summary import render_markdown, render_notes, render_table
+    from tracedoc.errors import TracedocError
+
+    err = Console(stderr=True)
+    if not workload.is_file():
+        raise _fail(err, f"{workload}: workload file not found")
+    if format_ not in FORMATS:
+        raise _fail(err, f"--format must be one of {', '.join(FORMATS)}, not {format_!r}")
+    if max_trials < 0 or timeout <= 0 or min_gain < 0:
+        raise _fail(err, "--max-trials and --min-gain must be >= 0 and --timeout > 0")
+    sets = list(set_ or [])
+    try:
+        analyze = None
+        if rules:
+            from tracedoc.fixloop.runner import analyzer_with_rules
+
+            analyze = analyzer_with_rules(list(rules))
+        runner = SubprocessRunner(workload, timeout_s=timeout, analyze=analyze)
+        spec = runner.describe()
+        start_config(spec, sets, device)  # validate --set / --device before anything runs
+    except TracedocError as exc:  # WorkloadError, RuleError
+        raise _fail(err, str(exc)) from None
+    except KeyboardInterrupt:
+        raise _fail(err, "interrupted before the baseline started", 130) from None
+    out_dir = out or Path("runs") / time.strftime("fix-loop-%Y%m%d-%H%M%S")
+    options = LoopOptions(max_trials=max_trials, unsafe_fixes=unsafe_fixes, device=device, sets=sets, min_gain=min_gain)
+    loop = FixLoop(runner, spec, out_dir, options, progress=RichProgress(err), workload=str(workload))
+    err.print(f"fix-loop: {workload} -> {out_dir}  (max {max_trials} trials, "
+              f"{'safe and unsafe' if unsafe_fixes else 'safe'} fixes, timeout {timeout:g} s per trial)",
+              highlight=False, soft_wrap=True)
+    summary = loop.run()
+
+    if format_ == "json":
+        typer.echo(json.dumps(summary, indent=2))
+    elif format_ == "markdown":
+        typer.echo(render_markdown(summary))
+    else:
+        out_console = Console()
+        if not out_console.is_terminal and "COLUMNS" not in os.environ:
+            out_console = Console(width=160)  # a log or a pipe: do not squeeze the table to 80 columns
+        out_console.print(render_table(summary))
+        for note in render_notes(summary):
+            out_console.print(f"  {note}", markup=False, highlight=False, soft_wrap=True)
+    err.print(f"wrote {out_dir}/summary.json, summary.md, final_config.json", highlight=False, soft_wrap=True)
+    if summary["interrupted"]:
+        raise typer.Exit(130)
+    if summary["final"] is None:
+        raise _fail(err, f"the baseline trial failed: {summary['stop_reason']}; see {out_dir}/trial-00/stderr.log")

@@ -1,0 +1,171 @@
+"""Torch-side helpers for workloads: warm up, record one profiler trace, time steady-state steps.
+
+A workload's ``run(config, out_dir)`` builds its model and data, defines ``step()`` (one
+training step, including fetching the batch) and returns :func:`measure`'s result::
+
+    def run(config, out_dir):
+        device = harness.resolve_device(config.device)
+        ...
+        return harness.measure(step, batch_size=config.batch_size, device=device,
+                               out_dir=out_dir, steps=harness.Steps.from_config(config))
+
+torch is imported inside the functions, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+#: File name of the trace each trial writes (gzipped Chrome trace, Kineto format).
+TRACE_NAME = "trace.pt.trace.json.gz"
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Step counts of one run.
+
+    Attributes:
+        warmup: steps run before anything is recorded (allocator, cuDNN autotune, compile).
+        profile_wait, profile_warmup, profile_active: the ``torch.profiler.schedule``
+            phases; only the ``profile_active`` steps are in the trace.
+        timed: steps in each timed window (after the profiled steps, profiler off).
+        repeats: number of timed windows; their spread is the measured noise.
+    """
+
+    warmup: int = 5
+    profile_wait: int = 1
+    profile_warmup: int = 1
+    profile_active: int = 3
+    timed: int = 20
+    repeats: int = 3
+
+    @classmethod
+    def from_config(cls, config: Any) -> "Steps":
+        """Read the step counts from a Config with fields ``warmup_steps``, ``profile_wait``,
+        ``profile_warmup``, ``profile_active``, ``timed_steps`` and ``repeats``."""
+        return cls(
+            warmup=config.warmup_steps,
+            profile_wait=config.profile_wait,
+            profile_warmup=config.profile_warmup,
+            profile_active=config.profile_active,
+            timed=config.timed_steps,
+            repeats=config.repeats,
+        )
+
+    @property
+    def total(self) -> int:
+        """Steps one run takes in all (how many batches the data must supply)."""
+        return self.warmup + self.profile_wait + self.profile_warmup + self.profile_active + self.timed * self.repeats
+
+
+def resolve_device(name: str) -> str:
+    """``"auto"`` becomes ``"cuda"`` when a GPU is usable, else ``"cpu"``; other names pass through."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def device_info(device: str) -> dict[str, Any]:
+    """Describe the device a run used: ``type``, ``name``, ``bf16_supported``, torch version."""
+    import torch
+
+    dev = torch.device(device)
+    info: dict[str, Any] = {"type": dev.type, "torch": torch.__version__}
+    if dev.type == "cuda":
+        info["name"] = torch.cuda.get_device_name(dev)
+        info["bf16_supported"] = bool(torch.cuda.is_bf16_supported())
+        info["total_memory_bytes"] = torch.cuda.get_device_properties(dev).total_memory
+    else:
+        info["name"] = _cpu_model()
+        info["bf16_supported"] = False
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def synchronize(device: str) -> None:
+    """Wait for all queued work on ``device`` (no-op on the CPU)."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(step: Callable[[], None], *, batch_size: int, device: str, out_dir: str | Path, steps: Steps) -> dict[str, Any]:
+    """Warm up, record a trace, then time ``steps.repeats`` windows of ``steps.timed`` steps.
+
+    The trace is recorded with ``torch.profiler`` (CPU activity, plus CUDA on a GPU),
+    ``schedule(wait, warmup, active)``, ``record_shapes=False`` and ``profile_memory=True``
+    (so ``[memory]`` events exist), and exported as a gzipped Chrome trace
+    ``out_dir/trace.pt.trace.json.gz``. The timed windows run with the profiler off and
+    the device synchronised at each window's edges, so profiling overhead and queued
+    work do not pollute the figures.
+
+    Returns:
+        ``{"samples_per_s": [...], "step_time_ms": [...]}`` (one value per repeat; samples/s
+        = batch_size * timed / seconds, step time in ms), plus ``batch_size``, ``steps``,
+        ``trace`` (file name) and ``device`` (:func:`device_info`).
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for _ in range(steps.warmup):
+        step()
+    synchronize(device)
+
+    activities = [ProfilerActivity.CPU]
+    if torch.device(device).type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    trace_path = out_dir / TRACE_NAME
+
+    def export(prof) -> None:
+        prof.export_chrome_trace(str(trace_path))  # a ".gz" path is written gzipped
+
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=steps.profile_wait, warmup=steps.profile_warmup, active=steps.profile_active, repeat=1),
+        on_trace_ready=export,
+        record_shapes=False,
+        profile_memory=True,
+        with_stack=False,
+    ) as prof:
+        for _ in range(steps.profile_wait + steps.profile_warmup + steps.profile_active):
+            step()
+            prof.step()
+    synchronize(device)
+
+    samples_per_s, step_time_ms = [], []
+    for _ in range(steps.repeats):
+        synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(steps.timed):
+            step()
+        synchronize(device)
+        seconds = time.perf_counter() - t0
+        samples_per_s.append(batch_size * steps.timed / seconds)
+        step_time_ms.append(1000.0 * seconds / steps.timed)
+    return {
+        "samples_per_s": samples_per_s,
+        "step_time_ms": step_time_ms,
+        "batch_size": batch_size,
+        "steps": steps.__dict__,
+        "trace": TRACE_NAME,
+        "device": device_info(device),
+    }

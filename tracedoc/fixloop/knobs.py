@@ -1,0 +1,178 @@
+"""The knob table: each knob's fix-safety level, the devices it applies to, and how its value is chosen.
+
+Safety levels follow the project's ordered scale (from ruff's fix safety):
+``display-only`` < ``unsafe`` < ``safe``. A *safe* knob gives the same training results
+(num_workers, pin_memory, non_blocking, input_dtype, set_to_none, channels_last,
+compile); an *unsafe* one changes the numerics or dynamics of training (batch_size
+changes the optimisation; amp changes the arithmetic). The loop applies safe knobs by
+default and unsafe ones only with ``--unsafe-fixes``; display-only fixes are never applied.
+
+How a value is chosen (``search``):
+
+``target``
+    a single target value (``True`` for the boolean knobs, ``"uint8"`` for
+    input_dtype, the AMP dtype the device supports for amp). Tried once.
+``workers``
+    1, 2, 4, 8, ... and the CPU count itself, never above the CPU count; the next value
+    above the current one is tried while the previous step was kept ("stop when it stops
+    helping").
+``double``
+    the current value doubled, while the previous doubling was kept and did not run out
+    of memory; capped at :data:`MAX_BATCH_SIZE`.
+``values``
+    the next value after the current one in a declared list (workload ``KNOBS``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+SAFETY_ORDER = {"display-only": 0, "unsafe": 1, "safe": 2}
+
+#: Upper bound of the batch-size search (memory, not this cap, is the usual limit).
+MAX_BATCH_SIZE = 8192
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob the loop can change.
+
+    Attributes:
+        name: the ``Config`` field name.
+        safety: ``"safe"`` or ``"unsafe"`` (see the module docstring).
+        devices: device types it applies to (``"cpu"``, ``"cuda"``); ``None`` means all.
+        search: ``"target"``, ``"workers"``, ``"double"`` or ``"values"``.
+        target: the value for ``search="target"`` (``"amp"`` is resolved per device).
+        values: the ordered values for ``search="values"``.
+        why_not: why it does not apply on the other devices (shown to the user).
+    """
+
+    name: str
+    safety: str
+    devices: frozenset[str] | None = None
+    search: str = "target"
+    target: Any = True
+    values: tuple[Any, ...] = ()
+    why_not: str = ""
+
+    def applies_to(self, device_type: str) -> bool:
+        """Whether the knob does anything on ``device_type`` (``"cpu"``, ``"cuda"``, ...)."""
+        return self.devices is None or device_type in self.devices
+
+
+_CUDA = frozenset({"cuda"})
+
+#: The built-in knob table. A workload's ``KNOBS`` may add entries or override these.
+KNOB_TABLE: dict[str, Knob] = {
+    k.name: k
+    for k in [
+        Knob("num_workers", "safe", None, "workers"),
+        Knob("pin_memory", "safe", _CUDA, "target", True,
+             why_not="page-locked host memory only speeds up host-to-device copies"),
+        Knob("non_blocking", "safe", _CUDA, "target", True,
+             why_not="there is no host-to-device copy to overlap on the CPU"),
+        Knob("input_dtype", "safe", _CUDA, "target", "uint8",
+             why_not="a smaller input dtype only shrinks the host-to-device copy"),
+        Knob("set_to_none", "safe", None, "target", True),
+        Knob("channels_last", "safe", None, "target", True),
+        Knob("compile", "safe", None, "target", True),
+        Knob("batch_size", "unsafe", None, "double"),
+        Knob("amp", "unsafe", _CUDA, "target", "amp",
+             why_not="AMP targets GPU Tensor Cores (fp16 autocast does not run on the CPU)"),
+    ]
+}
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on (the affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+def worker_values(n_cpus: int) -> list[int]:
+    """The num_workers values searched: powers of two below ``n_cpus``, then ``n_cpus``."""
+    values, v = [], 1
+    while v < n_cpus:
+        values.append(v)
+        v *= 2
+    values.append(max(n_cpus, 1))
+    return values
+
+
+def resolve_knob(name: str, field_type: str, workload_knobs: dict[str, dict], fix_safety: str | None) -> Knob | None:
+    """The :class:`Knob` for ``name``: the workload's ``KNOBS`` entry, else the built-in
+    table, else a knob derived from the ``Config`` field type.
+
+    A derived knob takes its safety from the finding's ``fix.safety`` (unknown knobs are
+    no safer than the rule says); a bool field is set to ``True``, an int field is
+    doubled, and any other type needs declared ``values`` (``None`` is returned).
+    """
+    declared = workload_knobs.get(name)
+    base = KNOB_TABLE.get(name)
+    if declared is not None:
+        if "devices" in declared:
+            devices = frozenset(declared["devices"]) if declared["devices"] else None
+        else:
+            devices = base.devices if base else None
+        values = tuple(declared.get("values") or ())
+        return Knob(
+            name=name,
+            safety=declared.get("safety", base.safety if base else (fix_safety or "unsafe")),
+            devices=devices,
+            search="values" if values else (base.search if base else _default_search(field_type)),
+            target=declared.get("target", base.target if base else True),
+            values=values,
+            why_not=declared.get("why_not", base.why_not if base else ""),
+        )
+    if base is not None:
+        return base
+    search = _default_search(field_type)
+    if search is None:
+        return None
+    return Knob(name=name, safety=fix_safety or "unsafe", search=search, target=True)
+
+
+def _default_search(field_type: str) -> str | None:
+    return {"bool": "target", "int": "double"}.get(field_type)
+
+
+def propose_value(knob: Knob, current: Any, device: dict[str, Any], n_cpus: int, exhausted: bool) -> Any | None:
+    """The next value of ``knob`` to try from ``current``, or ``None`` when there is none.
+
+    Args:
+        knob: the knob.
+        current: its value in the incumbent configuration.
+        device: the resolved device of the baseline trial (``type``, ``bf16_supported``).
+        n_cpus: CPUs available (bounds the workers search).
+        exhausted: the knob's search already stopped (a step was reverted or failed).
+    """
+    if knob.search == "target":
+        target = knob.target
+        if target == "amp":
+            target = "bf16" if device.get("bf16_supported") else "fp16"
+        return None if current == target else target
+    if exhausted:
+        return None
+    if knob.search == "workers":
+        above = [v for v in worker_values(n_cpus) if v > int(current)]
+        return above[0] if above else None
+    if knob.search == "double":
+        nxt = max(int(current), 1) * 2
+        return nxt if nxt <= MAX_BATCH_SIZE else None
+    if knob.search == "values":
+        values = list(knob.values)
+        if current in values:
+            i = values.index(current) + 1
+            return values[i] if i < len(values) else None
+        return values[0] if values else None
+    return None
+
+
+def allowed(safety: str, unsafe_fixes: bool) -> bool:
+    """Whether a knob of this safety level may be applied (safe always; unsafe with ``--unsafe-fixes``)."""
+    level = SAFETY_ORDER.get(safety, 0)
+    return level >= SAFETY_ORDER["safe"] or (unsafe_fixes and level >= SAFETY_ORDER["unsafe"])

@@ -1,0 +1,196 @@
+"""The workload contract, and the light-weight description of a workload the loop works with.
+
+A workload is a Python file that defines:
+
+``Config``
+    a frozen :func:`dataclasses.dataclass` whose fields are the knobs, each with a
+    default (the baseline). Field types must be ``bool``, ``int``, ``float``, ``str`` or
+    a ``typing.Literal`` of strings. A field named ``device`` (``"auto"``, ``"cpu"``,
+    ``"cuda"``, ...) receives ``--device``.
+``run(config, out_dir) -> dict``
+    runs the workload under ``torch.profiler``, writes the trace to ``out_dir`` and
+    returns its measurements (see :data:`RESULT_KEYS`).
+``KNOBS`` (optional)
+    a dict ``{knob: {"safety": "safe"|"unsafe", "devices": [...], "values": [...]}}``
+    that declares knobs the built-in table (:mod:`tracedoc.fixloop.knobs`) does not
+    know, or overrides an entry of it.
+
+The file should import torch inside ``run`` rather than at module level, so that
+describing it (``python -m tracedoc.fixloop.trial describe``) stays fast; importing
+torch at the top works too, only slower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracedoc.errors import TracedocError
+
+#: Keys of the dict ``run`` returns. ``samples_per_s`` and ``step_time_ms`` hold one value
+#: per repeat of the timed window; ``trace`` is the trace's file name inside ``out_dir``;
+#: ``device`` is ``{"type": "cpu"|"cuda"|..., "name": str, "bf16_supported": bool}``.
+RESULT_KEYS = ("samples_per_s", "step_time_ms", "batch_size", "trace", "device")
+
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+_FALSE = {"0", "false", "no", "off", "n", "f"}
+
+
+class WorkloadError(TracedocError):
+    """The workload file cannot be loaded, or does not follow the contract (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One ``Config`` field: its name, type name, default and (for Literal fields) choices."""
+
+    name: str
+    type: str  # "bool" | "int" | "float" | "str"
+    default: Any
+    choices: tuple[str, ...] | None = None
+
+    def coerce(self, raw: Any) -> Any:
+        """Convert ``raw`` (a ``--set`` string or a JSON value) to this field's type.
+
+        Raises:
+            ValueError: the value does not fit the type or is not one of the choices.
+        """
+        if self.type == "bool":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in _TRUE:
+                return True
+            if text in _FALSE:
+                return False
+            raise ValueError(f"{self.name} takes true/false, not {raw!r}")
+        if self.type == "int":
+            if isinstance(raw, bool):
+                raise ValueError(f"{self.name} takes an integer, not {raw!r}")
+            try:
+                return int(str(raw).strip())
+            except ValueError:
+                raise ValueError(f"{self.name} takes an integer, not {raw!r}") from None
+        if self.type == "float":
+            try:
+                return float(str(raw).strip())
+            except ValueError:
+                raise ValueError(f"{self.name} takes a number, not {raw!r}") from None
+        value = str(raw)
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"{self.name} takes one of {', '.join(self.choices)}, not {raw!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What the loop needs to know about a workload without importing torch.
+
+    Attributes:
+        path: the workload file.
+        fields: the ``Config`` fields by name, in declaration order.
+        knobs: the workload's optional ``KNOBS`` declarations.
+    """
+
+    path: str
+    fields: dict[str, FieldSpec]
+    knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def defaults(self) -> dict[str, Any]:
+        """The baseline configuration: every field at its default."""
+        return {name: f.default for name, f in self.fields.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (what ``trial describe`` prints)."""
+        return {
+            "path": self.path,
+            "fields": [dataclasses.asdict(f) for f in self.fields.values()],
+            "knobs": self.knobs,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "WorkloadSpec":
+        """Inverse of :meth:`to_dict`."""
+        fields = {}
+        for item in data["fields"]:
+            choices = item.get("choices")
+            fields[item["name"]] = FieldSpec(
+                item["name"], item["type"], item["default"], tuple(choices) if choices else None
+            )
+        return cls(path=data["path"], fields=fields, knobs=dict(data.get("knobs") or {}))
+
+    def apply_sets(self, config: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
+        """Return ``config`` with ``KNOB=VALUE`` assignments applied, each value typed by its field.
+
+        Raises:
+            WorkloadError: an assignment has no ``=``, names no ``Config`` field, or has a
+                value of the wrong type.
+        """
+        out = dict(config)
+        for item in assignments:
+            name, sep, raw = item.partition("=")
+            name = name.strip()
+            if not sep or not name:
+                raise WorkloadError(f"bad --set {item!r}: expected KNOB=VALUE")
+            if name not in self.fields:
+                known = ", ".join(self.fields)
+                raise WorkloadError(f"bad --set {item!r}: the workload's Config has no {name!r} (has: {known})")
+            try:
+                out[name] = self.fields[name].coerce(raw)
+            except ValueError as exc:
+                raise WorkloadError(f"bad --set {item!r}: {exc}") from None
+        return out
+
+
+def load_module(path: str | Path):
+    """Import a workload file as a fresh module named ``tracedoc_workload``.
+
+    Raises:
+        WorkloadError: the file does not exist or lacks ``Config``/``run``. Exceptions
+            raised by the file's own top-level code propagate unchanged.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise WorkloadError(f"{path}: workload file not found")
+    spec = importlib.util.spec_from_file_location("tracedoc_workload", path)
+    if spec is None or spec.loader is None:
+        raise WorkloadError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["tracedoc_workload"] = module  # dataclasses resolve annotations through it
+    spec.loader.exec_module(module)
+    if not dataclasses.is_dataclass(getattr(module, "Config", None)):
+        raise WorkloadError(f"{path}: defines no dataclass named Config")
+    if not callable(getattr(module, "run", None)):
+        raise WorkloadError(f"{path}: defines no function run(config, out_dir)")
+    return module
+
+
+def describe_module(module, path: str | Path) -> WorkloadSpec:
+    """Build the :class:`WorkloadSpec` of a loaded workload module.
+
+    Raises:
+        WorkloadError: a ``Config`` field has no default or an unsupported type.
+    """
+    config_cls = module.Config
+    hints = typing.get_type_hints(config_cls)
+    fields: dict[str, FieldSpec] = {}
+    for f in dataclasses.fields(config_cls):
+        if f.default is dataclasses.MISSING:
+            raise WorkloadError(f"{path}: Config.{f.name} has no default")
+        hint = hints.get(f.name, type(f.default))
+        choices = None
+        if typing.get_origin(hint) is typing.Literal:
+            choices = tuple(str(c) for c in typing.get_args(hint))
+            type_name = "str"
+        elif hint in (bool, int, float, str):
+            type_name = hint.__name__
+        else:
+            raise WorkloadError(f"{path}: Config.{f.name} has type {hint!r}; use bool, int, float, str or Literal")
+        fields[f.name] = FieldSpec(f.name, type_name, f.default, choices)
+    knobs = getattr(module, "KNOBS", None) or {}
+    return WorkloadSpec(path=str(path), fields=fields, knobs={k: dict(v) for k, v in knobs.items()})
