@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tracedoc.engine.rules import Finding, Rule, Skipped, builtin_rules, select_rules
+from tracedoc.engine.rules import Finding, Rule, Skipped, builtin_rules, load_rules, select_rules
 from tracedoc.report.model import Report, summarize_trace
 from tracedoc.signals import SIGNALS, SignalContext
 from tracedoc.trace import Trace
+
+__all__ = ["Finding", "Rule", "Skipped", "analyze", "analyze_trace", "builtin_rules", "load_rules",
+           "rank_findings", "run_rules", "select_rules"]
 
 _SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 
@@ -60,12 +63,17 @@ def analyze_trace(trace: Trace, rules: list[Rule] | None = None, select: list[st
 
 
 def analyze(path: str | os.PathLike[str], select: list[str] | None = None,
-            ignore: list[str] | None = None) -> Report:
+            ignore: list[str] | None = None, rules: list[Rule] | None = None) -> Report:
     """Load a trace file and analyze it (see :func:`analyze_trace`).
+
+    Args:
+        rules: the rules to evaluate; default the built-in ones. Add your own with
+            ``tracedoc.engine.load_rules(["my_rules/"])``.
 
     Raises:
         tracedoc.errors.TraceLoadError: the file is not a readable trace.
+        tracedoc.errors.RuleError: a bad selector.
     """
     from tracedoc.load import load
 
-    return analyze_trace(load(path), select=select, ignore=ignore)
+    return analyze_trace(load(path), rules=rules, select=select, ignore=ignore)

@@ -230,6 +230,41 @@ def builtin_rules() -> list[Rule]:
     return sorted(rules, key=lambda r: r.code)
 
 
+def rule_files(paths: list[str | Path]) -> list[Path]:
+    """Expand rule paths: a file is itself, a directory is its ``*.toml`` files (sorted).
+
+    Raises:
+        RuleError: a path that does not exist.
+    """
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(p.glob("*.toml")))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise RuleError(f"{p}: no such file or directory")
+    return files
+
+
+def load_rules(extra: list[str | Path] | None = None) -> list[Rule]:
+    """The built-in rules plus the rule files (or folders of them) in ``extra``.
+
+    Raises:
+        RuleError: a malformed rule file, a missing path, or a code or name that repeats
+            another rule's.
+    """
+    rules = builtin_rules()
+    taken = {r.code for r in rules} | {r.name for r in rules}
+    for path in rule_files(extra or []):
+        rule = load_rule_file(path)
+        if rule.code in taken or rule.name in taken:
+            raise RuleError(f"{path}: rule {rule.code} {rule.name} repeats an existing rule's code or name")
+        taken |= {rule.code, rule.name}
+        rules.append(rule)
+    return rules
+
+
 def select_rules(rules: list[Rule], select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:
     """Filter rules by code, code prefix (``TD1``) or name, ruff-style.
 

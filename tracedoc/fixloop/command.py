@@ -114,12 +114,16 @@ def fix_loop(
     if max_trials < 0 or timeout <= 0 or min_gain < 0:
         raise _fail(err, "--max-trials and --min-gain must be >= 0 and --timeout > 0")
     sets = list(set_ or [])
-    try:
-        analyze = None
-        if rules:
-            from tracedoc.fixloop.runner import analyzer_with_rules
+    analyze = None
+    if rules:
+        from tracedoc.errors import RuleError
+        from tracedoc.fixloop.runner import analyzer_with_rules
 
+        try:
             analyze = analyzer_with_rules(list(rules))
+        except RuleError as exc:
+            raise _fail(err, f"--rules: {exc}") from None
+    try:
         runner = SubprocessRunner(workload, timeout_s=timeout, analyze=analyze)
         spec = runner.describe()
         start_config(spec, sets, device)  # validate --set / --device before anything runs

@@ -80,48 +80,22 @@ def default_analyze(trace_path: Path) -> dict[str, Any]:
     return tracedoc.analyze(trace_path).to_dict()
 
 
-def rule_files(paths: list[Path]) -> list[Path]:
-    """Expand ``--rules`` arguments: a file is itself, a directory is its ``*.toml`` files (sorted).
-
-    Raises:
-        WorkloadError: a path that does not exist.
-    """
-    files: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            files.extend(sorted(p.glob("*.toml")))
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise WorkloadError(f"--rules {p}: no such file or directory")
-    return files
-
-
 def analyzer_with_rules(paths: list[Path]) -> Callable[[Path], dict[str, Any]]:
     """An analyze function that evaluates the built-in rules plus the rule files in ``paths``.
 
     The rule files are loaded (and validated) now, so a bad one fails before any trial.
 
     Raises:
-        tracedoc.errors.RuleError: a rule file is malformed, or its code or name repeats
-            a built-in rule's.
+        tracedoc.errors.RuleError: a missing path, a malformed rule file, or a code or
+            name that repeats a built-in rule's.
     """
-    from tracedoc.engine import analyze_trace
-    from tracedoc.engine.rules import builtin_rules, load_rule_file
-    from tracedoc.errors import RuleError
-    from tracedoc.load import load
+    import tracedoc
+    from tracedoc.engine import load_rules
 
-    rules = builtin_rules()
-    taken = {r.code for r in rules} | {r.name for r in rules}
-    for path in rule_files(paths):
-        rule = load_rule_file(path)
-        if rule.code in taken or rule.name in taken:
-            raise RuleError(f"{path}: rule {rule.code} {rule.name} repeats an existing rule's code or name")
-        taken |= {rule.code, rule.name}
-        rules.append(rule)
+    rules = load_rules(list(paths))
 
     def analyze(trace_path: Path) -> dict[str, Any]:
-        return analyze_trace(load(trace_path), rules=rules).to_dict()
+        return tracedoc.analyze(trace_path, rules=rules).to_dict()
 
     return analyze
 
