@@ -73,13 +73,27 @@ def analyze(
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when there are findings."),
     select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules (code, code prefix or name); repeatable."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules (code, code prefix or name); repeatable."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
+                                       help="Worker processes for a directory of per-rank traces (default: min(CPUs, traces))."),
 ) -> None:
-    """Analyze a trace and print ranked findings."""
-    from tracedoc.engine import analyze as run_analysis
-    from tracedoc.report.render import ConsoleRenderer, JsonRenderer, MarkdownRenderer
+    """Analyze a trace (or a directory of per-rank traces) and print ranked findings."""
+    from tracedoc.progress import progress_for
 
     try:
-        report = run_analysis(trace, select=select, ignore=ignore)
+        with progress_for(trace, json_output=format is Format.json) as progress:
+            if trace.is_dir():
+                from tracedoc.ranks import analyze_directory
+
+                report = analyze_directory(trace, jobs=jobs, select=select, ignore=ignore, progress=progress)
+            else:
+                from tracedoc.engine import analyze_trace
+                from tracedoc.load import load
+
+                loaded = load(trace, progress=progress)
+                if progress:
+                    progress("computing signals and rules")
+                report = analyze_trace(loaded, select=select, ignore=ignore)
+                del loaded
     except TracedocError as exc:
         raise fail(str(exc), exc.exit_code)
     except MemoryError:
@@ -88,6 +102,20 @@ def analyze(
         if os.environ.get("TRACEDOC_DEBUG"):
             raise
         raise fail(f"{trace}: cannot analyze ({type(exc).__name__}: {exc}); set TRACEDOC_DEBUG=1 for a traceback")
+    if trace.is_dir():
+        from tracedoc.ranks import render_markdown, render_text
+
+        if format is Format.json:
+            import orjson
+
+            sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+        elif format is Format.markdown:
+            sys.stdout.write(render_markdown(report))
+        else:
+            render_text(report, Console(highlight=False))
+        raise typer.Exit(exit_code_for(report.findings, fail_on.value, exit_zero))
+    from tracedoc.report.render import ConsoleRenderer, JsonRenderer, MarkdownRenderer
+
     if format is Format.json:
         sys.stdout.write(JsonRenderer().render(report) + "\n")
     elif format is Format.markdown:

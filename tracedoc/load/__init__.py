@@ -1,36 +1,100 @@
 """Loading a Kineto / Chrome trace file into a :class:`tracedoc.trace.Trace`.
 
-Everything that reads trace files goes through :func:`load`.
+Everything that reads trace files goes through :func:`load`. Two engines give
+identical traces (``tests/test_fast_loader.py``):
+
+* ``"fast"`` (default): typed, field-selective msgspec decoding and column-wise
+  numpy (:mod:`tracedoc.load.fast`); hands over to the reference engine for input it
+  cannot take as it is, so errors read the same.
+* ``"reference"``: orjson into Python objects and one loop over the events
+  (:mod:`tracedoc.load.reference`); the definition of the semantics.
 """
 
 from __future__ import annotations
 
+import gc
 import os
+from typing import Callable
 
 from tracedoc.load.build import build_trace
 from tracedoc.load.reference import collect_events, parse_document
 from tracedoc.load.source import read_trace_bytes
 from tracedoc.trace import Trace
 
+ENGINES = ("fast", "reference")
 
-def load(path: str | os.PathLike[str]) -> Trace:
+
+def load(path: str | os.PathLike[str], engine: str = "fast",
+         progress: Callable[[str], None] | None = None, workers: int | None = None) -> Trace:
     """Load a PyTorch Profiler trace (``.json`` or gzipped, detected by magic bytes).
 
     Categories are normalised across PyTorch versions, device properties are read
     from ``deviceProperties`` or ``computeProperties``, and all timestamps are rebased
     to the trace start (µs, float64).
 
+    Args:
+        path: the trace file.
+        engine: ``"fast"`` (default) or ``"reference"``; both give identical traces.
+        progress: optional callback receiving short status lines (for a progress display).
+        workers: processes the fast engine may decode a large trace in (forked, Linux);
+            default: the CPUs this process may use; 1 decodes in this process only.
+
     Raises:
         tracedoc.errors.TraceLoadError: with a one-line message naming the file and the
             problem (missing file, truncated gzip, invalid JSON, not a trace, events of
             the wrong type, no profiler events).
+        ValueError: unknown ``engine``.
     """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown loader engine {engine!r}; expected one of {ENGINES}")
     p = str(path)
-    data = read_trace_bytes(p)
-    doc = parse_document(data, p)
+    if progress:
+        progress("reading")
+    data = read_trace_bytes(p, progress)
+    if engine == "fast":
+        from tracedoc.load.fast import Fallback, collect_columns, decode_document, parallel_parts, parse_parallel
+
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # millions of new objects, no cycles: the collector would only rescan them
+        try:
+            parts = parallel_parts(data, workers) if workers != 1 else 1
+            if progress:
+                progress(f"decoding {len(data) / 1e6:,.0f} MB of JSON"
+                         + (f" in {parts} processes" if parts > 1 else ""))
+            cols = None
+            if parts > 1:
+                holder = [data]
+                del data
+                try:
+                    doc, cols = parse_parallel(holder, parts)  # releases the buffer when it can
+                except Fallback:  # no clean cut, or a part needs the reference loader: one piece
+                    data = holder[0] if holder[0] is not None else read_trace_bytes(p)
+                del holder
+            if cols is None:
+                doc, events = decode_document(data, progress)
+                del data  # the events no longer refer to the bytes: free them before building columns
+                cols = collect_columns(events, progress)
+                del events
+            if progress:
+                progress("building frames")
+            return build_trace(cols, doc, p)
+        except Fallback:
+            pass
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        if "data" not in locals():
+            data = read_trace_bytes(p)
+    return _load_reference(data, p)
+
+
+def _load_reference(data, path: str) -> Trace:
+    if not isinstance(data, (bytes, bytearray)):
+        data = memoryview(data)  # a memory map: orjson reads buffers through memoryview
+    doc = parse_document(data, path)
     del data
-    sink = collect_events(doc["traceEvents"], p)
-    return build_trace(sink, doc, p)
+    sink = collect_events(doc["traceEvents"], path)
+    return build_trace(sink, doc, path)
 
 
-__all__ = ["load"]
+__all__ = ["load", "ENGINES"]

@@ -46,12 +46,14 @@ def parse_devices(doc: dict[str, Any], hip_runtime: bool) -> list[Device]:
 def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
     """Assemble frames (rebased to the trace start) and devices into a :class:`Trace`.
 
+    ``sink`` is a :class:`ColumnSink` (column lists, reference loader) or a
+    :class:`tracedoc.load.fast.ArrayColumns` (numpy arrays, fast loader): same attributes.
+
     Raises:
         TraceLoadError: the trace holds no PyTorch profiler events at all (empty or foreign).
     """
     c = sink.cols
-    if not (c["ops"]["ts_us"] or c["runtime"]["ts_us"] or c["kernels"]["ts_us"]
-            or c["memcpys"]["ts_us"] or c["memory"]["ts_us"]):
+    if not any(len(c[k].get("ts_us", ())) for k in ("ops", "runtime", "kernels", "memcpys", "memory")):
         what = "no events" if sink.n_events == 0 else f"{sink.n_events} events but none from the PyTorch profiler (no CPU ops, runtime calls, kernels or memory events)"
         raise TraceLoadError(path, f"trace has {what}")
     origin = sink.min_ts

@@ -40,9 +40,13 @@ def covered_mask(starts: np.ndarray, ends: np.ndarray, grid: np.ndarray) -> np.n
     """
     if len(starts) == 0:
         return np.zeros(max(len(grid) - 1, 0), dtype=bool)
-    left = grid[:-1]
-    n_started = np.searchsorted(np.sort(starts), left, side="right")
-    n_ended = np.searchsorted(np.sort(ends), left, side="right")
+    m = len(grid)
+    # n_started[j] = #{s <= grid[j]}. As grid is sorted, s <= grid[j] exactly when
+    # j >= searchsorted(grid, s, "left"); so count each s at that index and take the
+    # running sum. Same integers as searching every grid point among the sorted starts,
+    # but with len(starts) binary searches instead of len(grid) (NaN lands at m: never counted).
+    n_started = np.cumsum(np.bincount(np.searchsorted(grid, starts, side="left"), minlength=m + 1))[: m - 1]
+    n_ended = np.cumsum(np.bincount(np.searchsorted(grid, ends, side="left"), minlength=m + 1))[: m - 1]
     return (n_started - n_ended) > 0
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import merge, overlap_per_window
+from tracedoc.signals.strings import startswith_mask
 from tracedoc.signals.steps import averaged, complete_mask, in_complete_steps, step_windows
 
 ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
@@ -18,7 +19,7 @@ ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
 
 def _zero_grad_spans(ctx: SignalContext):
     ops = ctx.trace.ops
-    z = ops[ops["name"].str.startswith(ZERO_GRAD_PREFIX)]
+    z = ctx.cached("zero_grad_ops", lambda: ops[startswith_mask(ops["name"], ZERO_GRAD_PREFIX)])
     if not len(z):
         raise SignalUnavailable("the trace has no Optimizer.zero_grad annotations")
     return merge(z["ts_us"].to_numpy(), z["end_us"].to_numpy())

@@ -1,0 +1,155 @@
+"""`tracedoc analyze DIR`: per-rank traces in parallel, each reported, plus a cross-rank summary."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import SHARED_TRACES
+from tracebuilder import TraceBuilder, dataloader_bound
+from tracedoc.cli import app
+from tracedoc.errors import TraceLoadError
+from tracedoc.ranks import analyze_directory, rank_from_filename
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("name,rank", [
+    ("rank-3.Apr_03_18_51_38.1102.pt.trace.json.gz", 3),
+    ("worker0_rank_12_step.json", 12),
+    ("rank7.json", 7),
+    ("job.RANK-2.json.gz", 2),
+    ("trace_rank_0.pt.trace.json", 0),
+    ("worker0.1623143089861.pt.trace.json.gz", None),
+    ("frankly.json", None),
+    ("ranked-3.json", None),
+])
+def test_rank_from_filename(name, rank):
+    assert rank_from_filename(name) == rank
+
+
+def _rank_trace(step_us: float, dl_us: float = 20.0, rank: int | None = None) -> dict:
+    d = dataloader_bound(n_steps=4, step_us=step_us, dl_us=dl_us).doc()
+    if rank is not None:
+        d["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 4}
+    return d
+
+
+@pytest.fixture
+def synthetic_dir(tmp_path):
+    """Four ranks: rank 2 is 50% slower and DataLoader-bound; the others alike."""
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "host_a.json").write_text(json.dumps(_rank_trace(1000.0, rank=0)))  # rank from distributedInfo
+    (d / "trace_rank_1.json").write_text(json.dumps(_rank_trace(1000.0)))  # from the file name
+    (d / "rank-2.pt.trace.json").write_text(json.dumps(_rank_trace(1500.0, dl_us=700.0)))
+    (d / "rank-3.pt.trace.json").write_text(json.dumps(_rank_trace(1010.0)))
+    (d / "notes.txt").write_text("not a trace")  # ignored: not *.json / *.gz
+    return d
+
+
+def test_summary_slowest_rank_and_scoped_findings(synthetic_dir):
+    mr = analyze_directory(synthetic_dir, jobs=1)
+    assert [r.rank for r in mr.ranks] == [0, 1, 2, 3]
+    assert [r.rank_source for r in mr.ranks] == ["distributedInfo", "file name", "file name", "file name"]
+    s = mr.summary
+    assert s["n_ranks"] == 4
+    assert s["step_time_ms"] == {"rank 0": 1.0, "rank 1": 1.0, "rank 2": 1.5, "rank 3": 1.01}
+    assert s["slowest_rank"] == "rank 2"
+    assert s["median_step_time_ms"] == pytest.approx(1.005)
+    assert s["slowest_lag_ms"] == pytest.approx(0.495)
+    assert s["slowest_lag_pct"] == pytest.approx(49.25, abs=0.01)
+    by_code = {f["code"]: f for f in s["findings"]}
+    assert by_code["TD101"]["scope"] == "one" and by_code["TD101"]["ranks"] == ["rank 2"]
+    most = [f for f in s["findings"] if f["scope"] == "most"]
+    assert all(f["n_ranks"] > 2 for f in most)
+
+
+def test_parallel_workers_give_the_same_result(synthetic_dir):
+    one = analyze_directory(synthetic_dir, jobs=1).to_dict()
+    two = analyze_directory(synthetic_dir, jobs=2).to_dict()
+    assert json.dumps(one, sort_keys=True, default=str) == json.dumps(two, sort_keys=True, default=str)
+
+
+def test_cli_json_document(synthetic_dir):
+    r = runner.invoke(app, ["analyze", str(synthetic_dir), "--format", "json", "--jobs", "2", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["schema_version"] == 1 and doc["kind"] == "multi-rank"
+    assert len(doc["ranks"]) == 4
+    assert all(x["report"]["schema_version"] == 1 and "findings" in x["report"] for x in doc["ranks"])
+    assert doc["summary"]["slowest_rank"] == "rank 2"
+
+
+def test_cli_text_and_markdown(synthetic_dir):
+    r = runner.invoke(app, ["analyze", str(synthetic_dir), "-j", "1"])
+    assert r.exit_code == 1  # findings at or above info
+    out = " ".join(r.stdout.split())  # rich wraps at the terminal width
+    assert "cross-rank summary" in out and "slowest: rank 2" in out and "behind the median" in out
+    assert "one rank only" in out
+    r = runner.invoke(app, ["analyze", str(synthetic_dir), "-j", "1", "-f", "markdown", "--exit-zero"])
+    assert r.exit_code == 0 and "| rank |" in r.stdout and "Cross-rank summary" in r.stdout
+
+
+def test_bad_file_in_directory_one_line_error_exit_2(synthetic_dir):
+    (synthetic_dir / "rank-4.json").write_bytes(b'{"traceEvents": [')
+    r = runner.invoke(app, ["analyze", str(synthetic_dir), "-j", "2"])
+    assert r.exit_code == 2
+    err = r.stderr.strip()
+    assert err.count("\n") == 0 and "rank-4.json" in err and "invalid JSON" in err
+
+
+def test_truncated_gzip_in_directory(synthetic_dir):
+    import gzip
+
+    (synthetic_dir / "rank-5.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}' * 50)[:30])
+    with pytest.raises(TraceLoadError, match=r"rank-5\.json\.gz: .*gzip"):
+        analyze_directory(synthetic_dir, jobs=1)
+
+
+def test_empty_directory_and_duplicate_ranks(tmp_path):
+    r = runner.invoke(app, ["analyze", str(tmp_path)])
+    assert r.exit_code == 2 and "no trace files" in r.stderr
+    (tmp_path / "a.json").write_text(json.dumps(_rank_trace(1000.0, rank=1)))
+    (tmp_path / "rank-1.json").write_text(json.dumps(_rank_trace(1000.0)))
+    r = runner.invoke(app, ["analyze", str(tmp_path)])
+    assert r.exit_code == 2 and "rank 1 again" in r.stderr
+
+
+def test_bad_selector_fails_before_workers(synthetic_dir):
+    r = runner.invoke(app, ["analyze", str(synthetic_dir), "--select", "NOPE999"])
+    assert r.exit_code == 2
+
+
+def test_traces_without_any_rank_are_listed_by_file(tmp_path):
+    for name in ("b.json", "a.json"):
+        TraceBuilder().step(1, 0, 100).op("aten::mm", 0, 50).write(tmp_path / name)
+    mr = analyze_directory(tmp_path, jobs=1)
+    assert [r.rank for r in mr.ranks] == [None, None]
+    assert list(mr.summary["step_time_ms"]) == ["a.json", "b.json"]
+
+
+@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/traces absent")
+def test_real_traces_as_ranks(tmp_path):
+    d = tmp_path / "ranks"
+    d.mkdir()
+    shutil.copy(SHARED_TRACES / "v100_resnet50_ddp_gpu_bound.pt.trace.json.gz", d / "a.json.gz")  # rank 0 inside
+    shutil.copy(SHARED_TRACES / "v100_resnet50_workers0.pt.trace.json.gz", d / "w0_rank_1.json.gz")
+    shutil.copy(SHARED_TRACES / "v100_resnet50_workers4.pt.trace.json.gz", d / "rank-2.json.gz")
+    r = runner.invoke(app, ["analyze", str(d), "--format", "json", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [x["rank"] for x in doc["ranks"]] == [0, 1, 2]
+    assert doc["ranks"][0]["rank_source"] == "distributedInfo"
+    s = doc["summary"]
+    assert s["slowest_rank"] == "rank 1"  # num_workers=0: DataLoader-bound
+    td101 = [f for f in s["findings"] if f["code"] == "TD101"]
+    assert td101 and td101[0]["ranks"] == ["rank 1"] and td101[0]["scope"] == "one"
+    # each rank's report is the single-trace report
+    single = runner.invoke(app, ["analyze", str(d / "rank-2.json.gz"), "--format", "json", "--exit-zero"])
+    solo = json.loads(single.stdout)
+    assert doc["ranks"][2]["report"]["signals"] == solo["signals"]
+    assert doc["ranks"][2]["report"]["findings"] == solo["findings"]

@@ -1,0 +1,496 @@
+"""The fast loader: typed, field-selective msgspec decoding, then column-wise numpy.
+
+Why it is fast (measured in ``benchmarks/RESULTS.md``):
+
+* ``msgspec.json.decode`` into :class:`Event` structs that declare only the fields the
+  analysis reads (``ph``, ``cat``, ``name``, ``pid``, ``tid``, ``ts``, ``dur`` and a few
+  typed ``args``); every other key -- call stacks, input shapes, flow ids, the
+  dozens of kernel attributes -- is skipped by the parser without ever becoming a
+  Python object.
+* After decoding, no per-event branching: events are sorted into frames with numpy
+  masks over one kind code per event, each column is one C-level
+  ``map(attrgetter(...))`` over the kept events, and per-name work (runtime call
+  class, memcpy kind, step number, canonical category, ``str(pid)``) runs once per
+  *distinct* value through a memo dict.
+* Large traces are cut into one part per CPU and decoded in forked workers
+  (:func:`parse_parallel`).
+
+Semantics are those of :mod:`tracedoc.load.reference`, which stays the definition:
+anything the typed decode cannot take as it is -- invalid JSON, a top level that is
+not an object, a field of an unexpected type anywhere (even on an event the analysis
+would skip), a kept event missing ``ts``/``name`` -- makes this loader hand the same
+bytes to the reference loader, so error messages (and the rare odd-but-valid trace)
+come out exactly as the reference gives them. ``tests/test_fast_loader.py`` checks
+that both loaders give identical frames on every real trace and on edge cases.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import sys
+from operator import attrgetter
+from typing import Any, Callable
+
+import msgspec
+import numpy as np
+
+from tracedoc.load.categories import (
+    KIND_GPU_ANNOTATION,
+    KIND_IGNORED,
+    KIND_KERNEL,
+    KIND_MEMCPY,
+    KIND_MEMSET,
+    KIND_OP,
+    KIND_RUNTIME,
+    KIND_SYNC,
+    classify_runtime,
+    normalize_category,
+    parse_memcpy_name,
+)
+from tracedoc.load.reference import _STEP_RE, _int, _num, _stream_from_tid
+from tracedoc.trace import FRAME_COLUMNS
+
+
+_NAN = float("nan")
+
+
+class Args(msgspec.Struct, gc=False):
+    """The ``args`` keys the analysis reads; all others are skipped while parsing.
+
+    Numbers may arrive as strings in some traces (ROCm writes ``"stream": "0x0"``);
+    they are converted exactly as the reference loader does. Absent floats are NaN.
+    """
+
+    correlation: float | str = _NAN
+    external_id: float | str = msgspec.field(default=_NAN, name="External id")
+    device: int | str | None = None
+    stream: int | str | None = None
+    bytes: float | str = _NAN
+    blocks_per_sm: float | str = msgspec.field(default=_NAN, name="blocks per SM")
+    warps_per_sm: float | str = msgspec.field(default=_NAN, name="warps per SM")
+    occupancy_pct: float | str = msgspec.field(default=_NAN, name="est. achieved occupancy %")
+    device_type: int | str | None = msgspec.field(default=None, name="Device Type")
+    device_id: int | str | None = msgspec.field(default=None, name="Device Id")
+    mem_bytes: float | str = msgspec.field(default=_NAN, name="Bytes")
+    total_allocated: float | str = msgspec.field(default=_NAN, name="Total Allocated")
+    total_reserved: float | str = msgspec.field(default=_NAN, name="Total Reserved")
+
+
+class Event(msgspec.Struct, gc=False):
+    """One trace event, reduced to the fields the analysis reads.
+
+    ``gc=False``: the structs hold only scalars, strings and another such struct,
+    so they cannot form cycles; leaving them untracked keeps the garbage collector
+    from rescanning hundreds of thousands of objects while they are created.
+    """
+
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: float = _NAN
+    dur: float = 0.0
+    args: Args | None = None
+
+
+_EMPTY_ARGS = Args()
+_TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_EVENTS_DECODER = msgspec.json.Decoder(list[Event])
+_ANY_DECODER = msgspec.json.Decoder()
+
+
+class Fallback(Exception):
+    """The typed fast path cannot take this input as it is; use the reference loader."""
+
+
+class ArrayColumns:
+    """Column arrays per frame kind (the fast loader's counterpart of ``ColumnSink``).
+
+    Same attributes as :class:`tracedoc.load.reference.ColumnSink`; the columns are
+    numpy arrays instead of lists.
+    """
+
+    def __init__(self) -> None:
+        self.cols: dict[str, dict[str, Any]] = {k: {} for k in FRAME_COLUMNS}
+        self.min_ts = float("inf")
+        self.max_end = float("-inf")
+        self.hip_runtime = False
+        self.n_events = 0
+
+
+def decode_document(data: Any, progress: Callable[[str], None] | None = None) -> tuple[dict[str, Any], list[Event]]:
+    """Decode the top level and the typed events.
+
+    Returns ``(doc, events)`` where ``doc`` holds every top-level key except
+    ``traceEvents`` as plain Python values.
+
+    Raises:
+        Fallback: invalid JSON, an unexpected top level, or a field of an unexpected type.
+    """
+    try:
+        top = _TOP_DECODER.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise Fallback from None
+    raw_events = top.pop("traceEvents", None)
+    if raw_events is None:
+        raise Fallback
+    try:
+        doc = {k: _ANY_DECODER.decode(v) for k, v in top.items()}
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise Fallback from None
+    if progress:
+        progress("decoding events")
+    try:
+        events = _EVENTS_DECODER.decode(raw_events)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise Fallback from None
+    del raw_events
+    return doc, events
+
+
+def _floats(values: list) -> np.ndarray:
+    """float64 array of decoded ``float | str`` values; strings as the reference's ``_num``."""
+    try:
+        return np.fromiter(values, dtype=np.float64, count=len(values))
+    except (TypeError, ValueError):
+        return np.array([_num(v) for v in values], dtype=np.float64)
+
+
+def _ints_or(values: list, default: Any) -> np.ndarray:
+    """int64 array of decoded ``int | str | None`` values, as the reference's ``_int``:
+    ``None`` and unparseable strings take ``default`` (a scalar or a per-row array)."""
+    n = len(values)
+    try:
+        return np.fromiter(values, dtype=np.int64, count=n)  # all plain ints: the common case
+    except (TypeError, ValueError, OverflowError):
+        pass
+    conv = [v if type(v) is int else _int(v, None) for v in values]
+    missing = np.fromiter((c is None for c in conv), dtype=bool, count=n)
+    out = np.fromiter((0 if c is None else c for c in conv), dtype=np.int64, count=n)
+    out[missing] = default[missing] if isinstance(default, np.ndarray) else default
+    return out
+
+
+class _Memo(dict):
+    """``memo[x]`` is ``func(x)``, computed once per distinct ``x`` (dict ``__missing__``)."""
+
+    def __init__(self, func: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.func = func
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.func(key)
+        return value
+
+
+def _obj(values: list) -> np.ndarray:
+    a = np.empty(len(values), dtype=object)
+    a[:] = values
+    return a
+
+
+_KIND_CODE = {KIND_OP: 0, KIND_RUNTIME: 1, KIND_KERNEL: 2, KIND_MEMCPY: 3, KIND_MEMSET: 4, KIND_SYNC: 5}
+_MEMORY_CODE = 6
+_GPU_FRAMES = {KIND_KERNEL: "kernels", KIND_MEMCPY: "memcpys", KIND_MEMSET: "memsets", KIND_SYNC: "syncs"}
+assert KIND_IGNORED not in _KIND_CODE and KIND_GPU_ANNOTATION not in _KIND_CODE
+
+
+def _get(field: str, items: list) -> list:
+    """``[x.<field> for x in items]`` at C speed."""
+    return list(map(attrgetter(field), items))
+
+
+def _floats_of(field: str, items: list) -> np.ndarray:
+    return _floats(_get(field, items))
+
+
+def _mapped(memo: "_Memo", values: list) -> list:
+    return list(map(memo.__getitem__, values))
+
+
+def collect_columns(events: list[Event], progress: Callable[[str], None] | None = None) -> ArrayColumns:
+    """Sort decoded events into frame columns, column by column.
+
+    Every per-event step is a C-level ``map`` (``attrgetter``, dict lookups) or numpy;
+    Python code runs once per distinct category, name, pid or tid.
+
+    Raises:
+        Fallback: a kept event lacks ``ts`` or ``name`` (the reference loader words the error).
+    """
+    out = ArrayColumns()
+    out.n_events = n = len(events)
+    if progress:
+        progress(f"building columns ({n:,} events)")
+    kind_of_cat = _Memo(lambda c: _KIND_CODE.get(normalize_category(c)[1], -1))
+    canon_of_cat = _Memo(lambda c: normalize_category(c)[0])
+    # one code per event: the frame kind (0-5) of a complete event, 6 for [memory], -1 skipped
+    ph = _obj(_get("ph", events))
+    codes = np.fromiter(map(kind_of_cat.__getitem__, _get("cat", events)), dtype=np.int8, count=n)
+    codes[ph != "X"] = -1
+    inst = np.flatnonzero((ph == "i") | (ph == "I"))
+    del ph
+    if inst.size:
+        inst_names = _obj(_get("name", [events[i] for i in inst.tolist()]))
+        codes[inst[inst_names == "[memory]"]] = _MEMORY_CODE
+    mins, maxs = [], []
+    for kind, code in _KIND_CODE.items():
+        sel = [events[i] for i in np.flatnonzero(codes == code).tolist()]
+        m = len(sel)
+        names = _get("name", sel)
+        if None in names:
+            raise Fallback
+        ts = _floats_of("ts", sel)
+        if np.isnan(ts).any():
+            raise Fallback
+        dur = _floats_of("dur", sel)
+        if m:
+            mins.append(ts.min())
+            maxs.append((ts + dur).max())
+        zeros = np.zeros(m)
+        name_arr = _obj(names)
+        args = [e.args or _EMPTY_ARGS for e in sel]
+        if kind in (KIND_OP, KIND_RUNTIME):
+            cats = _obj(_mapped(canon_of_cat, _get("cat", sel)))
+            as_str = _Memo(str)
+            pid = _obj(_mapped(as_str, _get("pid", sel)))
+            tid = _obj(_mapped(as_str, _get("tid", sel)))
+        if kind == KIND_OP:
+            out.cols["ops"] = {"name": name_arr, "cat": cats, "pid": pid, "tid": tid, "ts_us": ts, "dur_us": dur,
+                               "end_us": zeros, "external_id": _floats_of("external_id", args)}
+            step_no = np.fromiter(map(_Memo(_step_number).__getitem__, names), dtype=np.int64, count=m)
+            is_step = (step_no >= 0) & ((cats == "cpu_op") | (cats == "user_annotation"))
+            out.cols["steps"] = {"step": step_no[is_step], "name": name_arr[is_step], "ts_us": ts[is_step],
+                                 "dur_us": dur[is_step], "end_us": np.zeros(int(is_step.sum()))}
+        elif kind == KIND_RUNTIME:
+            klass = _Memo(classify_runtime)
+            out.cols["runtime"] = {"name": name_arr, "cat": cats, "kind": _obj(_mapped(klass, names)),
+                                   "pid": pid, "tid": tid, "ts_us": ts, "dur_us": dur, "end_us": zeros,
+                                   "correlation": _floats_of("correlation", args)}
+            out.hip_runtime = any(x.startswith("hip") for x in klass)
+        else:
+            pid_dev = np.fromiter(map(_Memo(lambda p: _int(p, -1)).__getitem__, _get("pid", sel)),
+                                  dtype=np.int64, count=m)
+            tid_stream = np.fromiter(map(_Memo(_stream_from_tid).__getitem__, _get("tid", sel)),
+                                     dtype=np.int64, count=m)
+            g = {"name": name_arr, "device": _ints_or(_get("device", args), pid_dev),
+                 "stream": _ints_or(_get("stream", args), tid_stream),
+                 "ts_us": ts, "dur_us": dur, "end_us": zeros, "correlation": _floats_of("correlation", args)}
+            if kind == KIND_KERNEL:
+                g["blocks_per_sm"] = _floats_of("blocks_per_sm", args)
+                g["warps_per_sm"] = _floats_of("warps_per_sm", args)
+                g["occupancy_pct"] = _floats_of("occupancy_pct", args)
+            elif kind == KIND_MEMCPY:
+                parts = _mapped(_Memo(parse_memcpy_name), names)
+                g["copy_kind"] = _obj([p[0] for p in parts])
+                g["src_memory"] = _obj([p[1] for p in parts])
+                g["dst_memory"] = _obj([p[2] for p in parts])
+                g["bytes"] = _floats_of("bytes", args)
+            elif kind == KIND_MEMSET:
+                g["bytes"] = _floats_of("bytes", args)
+            out.cols[_GPU_FRAMES[kind]] = g
+        del sel
+
+    mem = [events[i] for i in np.flatnonzero(codes == _MEMORY_CODE).tolist()]
+    margs = [e.args or _EMPTY_ARGS for e in mem]
+    mts = _floats_of("ts", mem)
+    if np.isnan(mts).any():
+        raise Fallback
+    if mts.size:
+        mins.append(mts.min())
+    out.cols["memory"] = {
+        "ts_us": mts,
+        "device_type": _ints_or(_get("device_type", margs), -1),
+        "device_id": _ints_or(_get("device_id", margs), -1),
+        "bytes": _floats_of("mem_bytes", margs),
+        "total_allocated_bytes": _floats_of("total_allocated", margs),
+        "total_reserved_bytes": _floats_of("total_reserved", margs),
+    }
+    if mins:
+        out.min_ts = float(min(mins))
+    if maxs:
+        out.max_end = float(max(maxs))
+    return out
+
+
+def _step_number(name: str) -> int:
+    m = _STEP_RE.match(name)
+    return int(m.group(1)) if m else -1
+
+
+# ---- parallel decoding: split the events array, one forked worker per part ----------------
+
+#: Below this many bytes of JSON, splitting costs more than it saves.
+PARALLEL_MIN_BYTES = 48 << 20
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_PREFIX = b'{"traceEvents":['
+_SUFFIX = b"]}"
+
+
+def parallel_parts(data: Any, workers: int | None = None) -> int:
+    """How many parts to decode ``data`` in: 1 unless it is large, the platform can
+    ``fork`` (Linux), and there is more than one CPU."""
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if workers < 2 or len(data) < PARALLEL_MIN_BYTES or not sys.platform.startswith("linux"):
+        return 1
+    return int(min(workers, max(1, len(data) // (PARALLEL_MIN_BYTES // 2))))
+
+
+def split_points(data: Any, parts: int) -> list[tuple[int, int]] | None:
+    """Cut the ``traceEvents`` array into ``parts`` runs of whole events.
+
+    Returns ``[(end_of_last_event_before_cut, start_of_first_event_after_cut), ...]``
+    or None when no cut can be placed. A cut is placed at the first ``}``, ``,``, ``{``
+    sequence after each target offset. It need not be right: a cut inside a string or
+    a nested value makes some part invalid JSON, the parts' decoding fails, and the
+    caller decodes the whole buffer in one piece instead.
+    """
+    key = data.find(b'"traceEvents"')
+    if key < 0:
+        return None
+    lo = key + len(_PREFIX)
+    cuts = []
+    n = len(data)
+    for i in range(1, parts):
+        m = _BOUNDARY.search(data, max(lo, n * i // parts))
+        if m is None:
+            return None
+        a_end, b_start = m.start() + 1, m.end() - 1
+        if b_start - len(_PREFIX) < 0 or (cuts and a_end <= cuts[-1][1]):
+            return None
+        cuts.append((a_end, b_start))
+        lo = b_start
+    return cuts
+
+
+def _decode_part(holder: list, lo: int, hi: int, first: bool, last: bool) -> tuple[dict, ArrayColumns]:
+    """In a forked child: decode ``holder[0][lo:hi]`` as one document, editing the bytes
+    around it in place (the child's copy-on-write view; the parent never sees it), then
+    drop this process's view of the buffer before building columns."""
+    data = holder[0]
+    start = lo
+    if not first:
+        start = lo - len(_PREFIX)
+        data[start:lo] = _PREFIX
+    end = hi
+    if not last:
+        data[hi:hi + len(_SUFFIX)] = _SUFFIX
+        end = hi + len(_SUFFIX)
+    view = memoryview(data)[start:end]
+    doc, events = decode_document(view)
+    view.release()
+    holder[0] = None  # unmaps this process's copy of the buffer (a bytearray or a memory map)
+    del data, view
+    return doc, collect_columns(events)
+
+
+def _merge(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
+    doc: dict = {}
+    for d, _ in parts:
+        doc.update(d)
+    out = ArrayColumns()
+    cols = [c for _, c in parts]
+    for kind, spec in FRAME_COLUMNS.items():
+        out.cols[kind] = {name: np.concatenate([c.cols[kind][name] for c in cols]) for name, _ in spec}
+    out.min_ts = min(c.min_ts for c in cols)
+    out.max_end = max(c.max_end for c in cols)
+    out.hip_runtime = any(c.hip_runtime for c in cols)
+    out.n_events = sum(c.n_events for c in cols)
+    return doc, out
+
+
+def parse_parallel(holder: list, parts: int) -> tuple[dict, ArrayColumns]:
+    """Decode the buffer ``holder[0]`` in ``parts`` pieces: parts 1.. in forked children
+    (which see the buffer copy-on-write, so nothing is copied to them), part 0 here;
+    results come back pickled through pipes and are concatenated in event order.
+
+    Once this process has decoded its part it drops the buffer (``holder[0] = None``),
+    so the JSON bytes and the columns of the whole trace are never held at once.
+
+    Raises:
+        Fallback: no valid cut, or any part failed to decode as the typed fast path.
+            ``holder[0]`` is then either the buffer exactly as it was or None (it was
+            already released: read the file again).
+    """
+    data = holder[0]
+    cuts = split_points(data, parts)
+    if not cuts:
+        raise Fallback
+    bounds = []
+    lo = 0
+    for a_end, b_start in cuts:
+        bounds.append((lo, a_end))
+        lo = b_start
+    bounds.append((lo, len(data)))
+    children = []
+    try:
+        for i in range(1, len(bounds)):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # child: decode one part, send it back, exit without cleanup
+                code = 0
+                try:
+                    os.close(r)
+                    try:
+                        del data
+                        result: Any = _decode_part(holder, *bounds[i], first=False, last=i == len(bounds) - 1)
+                    except Fallback:
+                        result = None
+                    payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+                    with os.fdopen(w, "wb") as fh:
+                        fh.write(payload)
+                except BaseException:
+                    code = 1
+                finally:
+                    os._exit(code)
+            os.close(w)
+            children.append((pid, r))
+        cut = bounds[0][1]
+        saved = bytes(data[cut:cut + len(_SUFFIX)])
+        data[cut:cut + len(_SUFFIX)] = _SUFFIX
+        view = memoryview(data)[: cut + len(_SUFFIX)]
+        try:
+            doc0, events0 = decode_document(view)
+        except Fallback:
+            # the exception's traceback may still hold slices of the buffer: leave the view
+            # to be freed with it, and put the bytes back (same length: allowed while exported)
+            data[cut:cut + len(_SUFFIX)] = saved
+            raise
+        view.release()
+        # the events no longer refer to the bytes, and the children have their own view:
+        # release the buffer here before building columns
+        holder[0] = None
+        del data, view
+        results = [(doc0, collect_columns(events0))]
+        del events0
+        failed = False
+        for pid, r in children:
+            with os.fdopen(r, "rb") as fh:
+                payload = fh.read()
+            _, status = os.waitpid(pid, 0)
+            if status != 0 or not payload:
+                failed = True
+                continue
+            res = pickle.loads(payload)
+            if res is None:
+                failed = True
+            else:
+                results.append(res)
+        children = []
+        if failed:
+            raise Fallback
+    finally:
+        for pid, r in children:  # only on an error in this process: reap what was started
+            try:
+                os.close(r)
+            except OSError:
+                pass
+            try:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    return _merge(results)

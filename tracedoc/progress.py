@@ -1,0 +1,65 @@
+"""Progress for long loads: one transient status line on stderr.
+
+Shown only when stderr is a terminal, the output is not JSON, and no ``CI``
+environment variable is set (CI logs are not terminals, but some runners fake one),
+and only for inputs large enough to take a noticeable time. Everywhere else the
+callback is ``None`` and nothing is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+#: Inputs smaller than this load in well under a second: no progress line.
+MIN_BYTES = 32 << 20
+
+
+def wanted(json_output: bool, stream=None) -> bool:
+    """Whether a progress display is appropriate (terminal, not JSON, not CI)."""
+    stream = stream if stream is not None else sys.stderr
+    if json_output or os.environ.get("CI") or os.environ.get("TRACEDOC_NO_PROGRESS"):
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def input_bytes(path: Path) -> int:
+    """JSON bytes of a trace file (a gzipped one's uncompressed size, from its trailer),
+    or of all files directly in a directory."""
+    from tracedoc.load.source import gzip_size_hint, is_gzip
+
+    def one(p: Path) -> int:
+        return gzip_size_hint(p) if is_gzip(p) else p.stat().st_size
+
+    try:
+        if path.is_dir():
+            return sum(one(p) for p in path.iterdir() if p.is_file())
+        return one(path)
+    except OSError:
+        return 0
+
+
+@contextmanager
+def progress_for(path: Path, json_output: bool) -> Iterator[Callable[[str], None] | None]:
+    """Yield a ``progress(message)`` callback that updates a transient stderr status line,
+    or ``None`` when no display is wanted (see the module docstring)."""
+    if not wanted(json_output) or input_bytes(path) < MIN_BYTES:
+        yield None
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(stderr=True, highlight=False)
+    start = time.perf_counter()
+    with console.status(f"{escape(path.name)}: starting", spinner="dots") as status:
+        def update(message: str) -> None:
+            status.update(f"{escape(path.name)}: {escape(message)} [dim]({time.perf_counter() - start:.1f} s)[/]")
+
+        yield update
