@@ -69,14 +69,15 @@ def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
             rts = rt["ts_us"].to_numpy()[r_idx]
             j = np.searchsorted(ots, rts, side="right") - 1
             found = np.full(rts.size, -1)
+            pending = np.flatnonzero(j >= 0)  # calls still looking for their enclosing op
             for back in range(MAX_NESTING_SCAN):
-                cand = j - back
-                ok = (found < 0) & (cand >= 0)
-                if not ok.any():
+                cand = j[pending] - back
+                pending, cand = pending[cand >= 0], cand[cand >= 0]
+                if not pending.size:
                     break
-                c = np.maximum(cand, 0)
-                hit = ok & (oend[c] >= rts)
-                found[hit] = c[hit]
+                hit = oend[cand] >= rts[pending]
+                found[pending[hit]] = cand[hit]
+                pending = pending[~hit]
             op_name[r_idx[found >= 0]] = onames[found[found >= 0]]
             es, ee = merge(o["ts_us"].to_numpy()[ops_elig[sel]], o["end_us"].to_numpy()[ops_elig[sel]])
             if es.size:

@@ -77,8 +77,12 @@ def top_non_tc_eligible_kernels(ctx: SignalContext) -> list[dict]:
     ko = _window_kernels(ctx)
     ko = ko[ko["eligible"] & ~ko["tensor_core"]]
     n = max(int(complete_mask(ctx).sum()), 1)
-    g = ko.groupby("name").agg(ms=("dur_us", "sum"), count=("dur_us", "size"),
-                               op=("op", lambda s: s.dropna().mode().iat[0] if s.notna().any() else None))
+    g = ko.groupby("name").agg(ms=("dur_us", "sum"), count=("dur_us", "size"))
     g = g.sort_values("ms", ascending=False).head(5)
+    # the launching op of each listed kernel: its most frequent one (ties: first in name order)
+    top = ko[ko["name"].isin(g.index)].dropna(subset=["op"])
+    pairs = top.groupby(["name", "op"]).size().sort_values(ascending=False, kind="stable")
+    most = pairs.reset_index().drop_duplicates("name").set_index("name")["op"]
+    g["op"] = most.reindex(g.index).astype(object).where(most.reindex(g.index).notna(), None)
     return [{"kernel": name, "op": r.op, "ms_per_step": round(r.ms / 1000 / n, 3),
              "count_per_step": round(float(r["count"]) / n, 1)} for name, r in g.iterrows()]
