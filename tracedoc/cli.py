@@ -86,10 +86,11 @@ def analyze(
 
                 report = analyze_directory(trace, jobs=jobs, select=select, ignore=ignore, progress=progress)
             else:
-                from tracedoc.engine import analyze_trace
                 from tracedoc.load import load
 
-                loaded = load(trace, progress=progress)
+                loaded = load(trace, progress=progress)  # imports pandas while its workers decode
+                from tracedoc.engine import analyze_trace
+
                 if progress:
                     progress("computing signals and rules")
                 report = analyze_trace(loaded, select=select, ignore=ignore)

@@ -50,7 +50,7 @@ from tracedoc.load.categories import (
     parse_memcpy_name,
 )
 from tracedoc.load.reference import _STEP_RE, _int, _num, _stream_from_tid
-from tracedoc.trace import FRAME_COLUMNS
+from tracedoc.schema import FRAME_COLUMNS
 
 
 _NAN = float("nan")
@@ -384,7 +384,39 @@ def _decode_part(holder: list, lo: int, hi: int, first: bool, last: bool) -> tup
     view.release()
     holder[0] = None  # unmaps this process's copy of the buffer (a bytearray or a memory map)
     del data, view
-    return doc, collect_columns(events)
+    return doc, _pack(collect_columns(events))
+
+
+def _pack(cols: ArrayColumns) -> ArrayColumns:
+    """Replace each object (string) column by ``(codes, distinct values)`` before pickling:
+    a trace repeats a few thousand names over millions of events, and pickling int32 codes
+    is far cheaper than pickling every string. :func:`_unpack` restores the column."""
+    for frame in cols.cols.values():
+        for name, values in frame.items():
+            if isinstance(values, np.ndarray) and values.dtype == object:
+                index: dict = {}
+                codes = np.fromiter(map(lambda v: index.setdefault(v, len(index)), values.tolist()),
+                                    dtype=np.int32, count=len(values))
+                frame[name] = _Packed(codes, list(index))
+    return cols
+
+
+class _Packed:
+    __slots__ = ("codes", "values")
+
+    def __init__(self, codes: np.ndarray, values: list) -> None:
+        self.codes, self.values = codes, values
+
+
+def _unpack(cols: ArrayColumns) -> ArrayColumns:
+    """Inverse of :func:`_pack`."""
+    for frame in cols.cols.values():
+        for name, values in frame.items():
+            if isinstance(values, _Packed):
+                distinct = np.empty(len(values.values), dtype=object)
+                distinct[:] = values.values
+                frame[name] = distinct[values.codes]
+    return cols
 
 
 def _merge(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
@@ -402,10 +434,14 @@ def _merge(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
     return doc, out
 
 
-def parse_parallel(holder: list, parts: int) -> tuple[dict, ArrayColumns]:
+def parse_parallel(holder: list, parts: int,
+                   after_fork: Callable[[], None] | None = None) -> tuple[dict, ArrayColumns]:
     """Decode the buffer ``holder[0]`` in ``parts`` pieces: parts 1.. in forked children
     (which see the buffer copy-on-write, so nothing is copied to them), part 0 here;
     results come back pickled through pipes and are concatenated in event order.
+
+    ``after_fork`` runs in this process once the children are started, before it decodes
+    its own part (the loader imports pandas there, overlapping the children's work).
 
     Once this process has decoded its part it drops the buffer (``holder[0] = None``),
     so the JSON bytes and the columns of the whole trace are never held at once.
@@ -448,6 +484,8 @@ def parse_parallel(holder: list, parts: int) -> tuple[dict, ArrayColumns]:
                     os._exit(code)
             os.close(w)
             children.append((pid, r))
+        if after_fork is not None:
+            after_fork()
         cut = bounds[0][1]
         saved = bytes(data[cut:cut + len(_SUFFIX)])
         data[cut:cut + len(_SUFFIX)] = _SUFFIX
@@ -475,6 +513,8 @@ def parse_parallel(holder: list, parts: int) -> tuple[dict, ArrayColumns]:
                 failed = True
                 continue
             res = pickle.loads(payload)
+            if res is not None:
+                res = (res[0], _unpack(res[1]))
             if res is None:
                 failed = True
             else:

@@ -79,7 +79,7 @@ class ColumnSink:
     """
 
     def __init__(self) -> None:
-        from tracedoc.trace import FRAME_COLUMNS
+        from tracedoc.schema import FRAME_COLUMNS
 
         self.cols = {k: {c: [] for c, _ in spec} for k, spec in FRAME_COLUMNS.items()}
         self.min_ts = float("inf")
