@@ -131,3 +131,45 @@ def test_version_and_signals():
     assert run("--version").stdout.startswith("tracedoc ")
     r = run("signals")
     assert r.returncode == 0 and "gpu_busy_share" in r.stdout
+
+
+BUDGET_RULE = '''
+code = "CI1"
+name = "step-time-budget"
+severity = "error"
+summary = "Step time over budget"
+condition = "step_time_ms > 0.5"
+message = "step time {step_time_ms:.2f} ms exceeds the 0.5 ms budget"
+[fix]
+summary = "find out what got slower"
+safety = "display-only"
+[docs]
+what = "x"
+why = "x"
+example = "x"
+fix = "x"
+safety = "x"
+'''
+
+
+def test_user_rule_as_ci_budget(dl_trace, tmp_path):
+    rules = tmp_path / "ci_rules"
+    rules.mkdir()
+    (rules / "budget.toml").write_text(BUDGET_RULE)
+    r = run("analyze", dl_trace, "-f", "json", "--rules", rules, "--select", "CI1", "--fail-on", "error")
+    assert r.returncode == 1, r.stderr
+    f = json.loads(r.stdout)["findings"]
+    assert [x["code"] for x in f] == ["CI1"] and f[0]["message"] == "step time 1.00 ms exceeds the 0.5 ms budget"
+    (rules / "budget.toml").write_text(BUDGET_RULE.replace("> 0.5", "> 5"))
+    assert run("analyze", dl_trace, "-f", "json", "--rules", rules, "--select", "CI1").returncode == 0
+    (rules / "broken.toml").write_text('code = "CI2"\nname = "broken"\n')
+    r = run("analyze", dl_trace, "--rules", rules)
+    assert r.returncode == 2 and "broken.toml" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_start_does_not_import_pandas():
+    # the fast loader forks its decode workers before pandas is imported (the import then
+    # overlaps their work): keep `import tracedoc` and the CLI module free of pandas
+    code = "import sys, tracedoc, tracedoc.cli; print('pandas' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "False", r.stderr

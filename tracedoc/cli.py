@@ -75,6 +75,8 @@ def analyze(
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules (code, code prefix or name); repeatable."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
                                        help="Worker processes for a directory of per-rank traces (default: min(CPUs, traces))."),
+    rules: Optional[List[Path]] = typer.Option(None, "--rules", metavar="PATH",
+                                               help="Extra rule files (TOML) or folders of them, e.g. a CI budget; repeatable."),
 ) -> None:
     """Analyze a trace (or a directory of per-rank traces) and print ranked findings."""
     from tracedoc.progress import progress_for
@@ -84,16 +86,22 @@ def analyze(
             if trace.is_dir():
                 from tracedoc.ranks import analyze_directory
 
-                report = analyze_directory(trace, jobs=jobs, select=select, ignore=ignore, progress=progress)
+                report = analyze_directory(trace, jobs=jobs, select=select, ignore=ignore, progress=progress,
+                                           rule_paths=[str(r) for r in rules or []])
             else:
                 from tracedoc.load import load
 
+                extra = None
+                if rules:  # a bad rule file fails before a long load
+                    from tracedoc.engine.rules import load_rules
+
+                    extra = load_rules(list(rules))
                 loaded = load(trace, progress=progress)  # imports pandas while its workers decode
                 from tracedoc.engine import analyze_trace
 
                 if progress:
                     progress("computing signals and rules")
-                report = analyze_trace(loaded, select=select, ignore=ignore)
+                report = analyze_trace(loaded, rules=extra, select=select, ignore=ignore)
                 del loaded
     except TracedocError as exc:
         raise fail(str(exc), exc.exit_code)

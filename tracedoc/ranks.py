@@ -78,18 +78,19 @@ class RankResult:
 
 
 def analyze_one(path: str, select: list[str] | None = None, ignore: list[str] | None = None,
-                decode_workers: int | None = None) -> RankResult:
+                decode_workers: int | None = None, rule_paths: list[str] | None = None) -> RankResult:
     """Load and analyze one rank's trace; errors come back as data (they cross processes).
 
     ``decode_workers`` is passed to :func:`tracedoc.load.load` (1 inside a worker pool:
-    the ranks already use the CPUs)."""
-    from tracedoc.engine import analyze_trace
+    the ranks already use the CPUs); ``rule_paths`` are extra rule files or folders
+    (:func:`tracedoc.engine.rules.load_rules`)."""
+    from tracedoc.engine import analyze_trace, load_rules
     from tracedoc.load import load
 
     out = RankResult(path=path)
     try:
         trace = load(path, workers=decode_workers)
-        report = analyze_trace(trace, select=select, ignore=ignore)
+        report = analyze_trace(trace, rules=load_rules(rule_paths), select=select, ignore=ignore)
     except TracedocError as exc:
         out.error = str(exc)
         return out
@@ -175,38 +176,40 @@ def _sort_key(r: RankResult) -> tuple:
 
 def analyze_directory(directory: str | os.PathLike[str], jobs: int | None = None,
                       select: list[str] | None = None, ignore: list[str] | None = None,
-                      progress: Callable[[str], None] | None = None) -> MultiRankReport:
+                      progress: Callable[[str], None] | None = None,
+                      rule_paths: list[str] | None = None) -> MultiRankReport:
     """Analyze every trace in ``directory`` in ``jobs`` worker processes.
 
     Args:
         jobs: worker processes; default ``min(cpu count, number of traces)``. 1 runs in
             this process.
+        rule_paths: extra rule files or folders, evaluated with the built-in rules.
 
     Raises:
         TraceLoadError: no trace files, a file that is not a readable trace (the first
             such file in name order, one line naming it), or two traces of the same rank.
-        RuleError: a bad ``select``/``ignore`` selector.
+        RuleError: a bad ``select``/``ignore`` selector or rule file.
     """
     d = Path(directory)
     files = find_traces(d)
     if jobs is None:
         jobs = min(os.cpu_count() or 1, len(files))
     jobs = max(1, min(jobs, len(files)))
-    if select or ignore:  # fail fast on a bad selector, before any worker starts
-        from tracedoc.engine.rules import builtin_rules, select_rules
+    # fail fast on a bad selector or rule file, before any worker starts
+    from tracedoc.engine.rules import load_rules, select_rules
 
-        select_rules(builtin_rules(), select, ignore)
+    select_rules(load_rules(rule_paths), select, ignore)
     results: list[RankResult] = []
     if progress:
         progress(f"analyzing {len(files)} traces with {jobs} worker process{'es' if jobs > 1 else ''}")
     if jobs == 1:
         for i, f in enumerate(files):
-            results.append(analyze_one(str(f), select, ignore))
+            results.append(analyze_one(str(f), select, ignore, rule_paths=rule_paths))
             if progress:
                 progress(f"analyzed {i + 1}/{len(files)} traces")
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(analyze_one, str(f), select, ignore, 1) for f in files]
+            futures = [pool.submit(analyze_one, str(f), select, ignore, 1, rule_paths) for f in files]
             for i, fut in enumerate(futures):
                 results.append(fut.result())
                 if progress:

@@ -20,11 +20,13 @@ else bumps it)::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracedoc import __version__
-from tracedoc.engine.rules import Finding, Skipped
-from tracedoc.trace import Trace
+
+if TYPE_CHECKING:  # annotations only: importing the engine here would be circular
+    from tracedoc.engine.rules import Finding, Skipped
+    from tracedoc.trace import Trace
 
 SCHEMA_VERSION = 1
 
