@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO_TRACE ?= $(firstword $(wildcard fixtures/*.pt.trace.json.gz))
 
-.PHONY: demo test clean
+.PHONY: demo test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ test: $(VENV)/.all
 	@$(BIN)/python -m pytest -q -rs; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
+# large-trace benchmark against orjson.loads (needs ../shared/traces; see benchmarks/RESULTS.md)
+bench: $(VENV)/.core
+	$(BIN)/python benchmarks/run.py --repeats 10 20 --runs 5
 
 clean:
 	rm -rf $(VENV) .pytest_cache
