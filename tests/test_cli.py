@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from test_load import BAD_INPUTS
-from tracebuilder import TraceBuilder, dataloader_bound
+from tracebuilder import TraceBuilder, budget_rule_toml, dataloader_bound
 
 
 def run(*args, cwd=None):
@@ -133,34 +133,17 @@ def test_version_and_signals():
     assert r.returncode == 0 and "gpu_busy_share" in r.stdout
 
 
-BUDGET_RULE = '''
-code = "CI1"
-name = "step-time-budget"
-severity = "error"
-summary = "Step time over budget"
-condition = "step_time_ms > 0.5"
-message = "step time {step_time_ms:.2f} ms exceeds the 0.5 ms budget"
-[fix]
-summary = "find out what got slower"
-safety = "display-only"
-[docs]
-what = "x"
-why = "x"
-example = "x"
-fix = "x"
-safety = "x"
-'''
 
 
 def test_user_rule_as_ci_budget(dl_trace, tmp_path):
     rules = tmp_path / "ci_rules"
     rules.mkdir()
-    (rules / "budget.toml").write_text(BUDGET_RULE)
+    (rules / "budget.toml").write_text(budget_rule_toml(0.5))
     r = run("analyze", dl_trace, "-f", "json", "--rules", rules, "--select", "CI1", "--fail-on", "error")
     assert r.returncode == 1, r.stderr
     f = json.loads(r.stdout)["findings"]
-    assert [x["code"] for x in f] == ["CI1"] and f[0]["message"] == "step time 1.00 ms exceeds the 0.5 ms budget"
-    (rules / "budget.toml").write_text(BUDGET_RULE.replace("> 0.5", "> 5"))
+    assert [x["code"] for x in f] == ["CI1"] and f[0]["message"] == "step time 1.0 ms exceeds the 0.5 ms budget"
+    (rules / "budget.toml").write_text(budget_rule_toml(5))
     assert run("analyze", dl_trace, "-f", "json", "--rules", rules, "--select", "CI1").returncode == 0
     (rules / "broken.toml").write_text('code = "CI2"\nname = "broken"\n')
     r = run("analyze", dl_trace, "--rules", rules)

@@ -11,6 +11,7 @@ from tracedoc.engine.rules import (DOC_SECTIONS, Finding, Fix, Skipped, builtin_
                                    parse_rule, select_rules)
 from tracedoc.errors import RuleError
 from tracedoc.signals import SignalUnavailable
+from tracebuilder import budget_rule_toml
 
 RULES = builtin_rules()
 CASES = [(r, i, case) for r in RULES for i, case in enumerate(r.tests)]
@@ -63,23 +64,7 @@ def test_every_rule_has_fire_pass_and_skip_cases_and_docs(rule):
 
 def test_budget_rule_from_a_user_file(tmp_path):
     p = tmp_path / "budget.toml"
-    p.write_text('''
-code = "CI1"
-name = "step-time-budget"
-severity = "error"
-summary = "Step time over budget"
-condition = "step_time_ms > 120"
-message = "step time {step_time_ms:.1f} ms exceeds the 120 ms budget"
-[fix]
-summary = "find out what got slower"
-safety = "display-only"
-[docs]
-what = "x"
-why = "x"
-example = "x"
-fix = "x"
-safety = "x"
-''')
+    p.write_text(budget_rule_toml(120))
     rule = load_rule_file(p)
     assert rule.evaluate(lambda n: 130.0).message == "step time 130.0 ms exceeds the 120 ms budget"
     assert rule.evaluate(lambda n: 100.0) is None

@@ -113,3 +113,24 @@ def dataloader_bound(n_steps: int = 3, step_us: float = 1000.0, dl_us: float = 4
         b.kernel("volta_scudnn_128x64_relu_medium_nn_v1", t0 + dl_us + 10, t0 + dl_us + 50,
                  step_us - dl_us - 100)
     return b
+
+
+def budget_rule_toml(threshold_ms: float, code: str = "CI1") -> str:
+    """A user rule file: a CI step-time budget ``step_time_ms > threshold_ms``."""
+    return f'''
+code = "{code}"
+name = "step-time-budget"
+severity = "error"
+summary = "Step time over budget"
+condition = "step_time_ms > {threshold_ms}"
+message = "step time {{step_time_ms:.1f}} ms exceeds the {threshold_ms} ms budget"
+[fix]
+summary = "find out what got slower"
+safety = "display-only"
+[docs]
+what = "x"
+why = "x"
+example = "x"
+fix = "x"
+safety = "x"
+'''
