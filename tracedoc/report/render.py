@@ -61,7 +61,7 @@ def short_name(name: str, limit: int = 70) -> str:
 def _fmt_evidence(name: str, v: Any) -> str:
     if isinstance(v, float) and name.endswith("_share"):
         return f"{v:.1%}"
-    if isinstance(v, float) and name.endswith("_bytes") or name.endswith("bytes_per_step"):
+    if isinstance(v, (int, float)) and (name.endswith("_bytes") or name.endswith("bytes_per_step")):
         return f"{v:,.0f} B"
     return _fmt(v)
 
