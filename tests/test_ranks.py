@@ -90,6 +90,7 @@ def test_cli_text_and_markdown(synthetic_dir):
     out = " ".join(r.stdout.split())  # rich wraps at the terminal width
     assert "cross-rank summary" in out and "slowest: rank 2" in out and "behind the median" in out
     assert "one rank only" in out
+    assert "TD101 dataloader-stall (error): 1/4 ranks [rank 2]" in out  # brackets are not a rich tag
     r = runner.invoke(app, ["analyze", str(synthetic_dir), "-j", "1", "-f", "markdown", "--exit-zero"])
     assert r.exit_code == 0 and "| rank |" in r.stdout and "Cross-rank summary" in r.stdout
 

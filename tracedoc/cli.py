@@ -111,22 +111,17 @@ def analyze(
         if os.environ.get("TRACEDOC_DEBUG"):
             raise
         raise fail(f"{trace}: cannot analyze ({type(exc).__name__}: {exc}); set TRACEDOC_DEBUG=1 for a traceback")
-    if trace.is_dir():
+    from tracedoc.report.render import ConsoleRenderer, JsonRenderer, MarkdownRenderer
+
+    if format is Format.json:  # a Report or a MultiRankReport: both have to_dict()
+        sys.stdout.write(JsonRenderer().render(report) + "\n")
+    elif trace.is_dir():
         from tracedoc.ranks import render_markdown, render_text
 
-        if format is Format.json:
-            import orjson
-
-            sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
-        elif format is Format.markdown:
+        if format is Format.markdown:
             sys.stdout.write(render_markdown(report))
         else:
             render_text(report, Console(highlight=False))
-        raise typer.Exit(exit_code_for(report.findings, fail_on.value, exit_zero))
-    from tracedoc.report.render import ConsoleRenderer, JsonRenderer, MarkdownRenderer
-
-    if format is Format.json:
-        sys.stdout.write(JsonRenderer().render(report) + "\n")
     elif format is Format.markdown:
         sys.stdout.write(MarkdownRenderer().render(report))
     else:

@@ -270,8 +270,8 @@ def render_text(mr: MultiRankReport, console: Any) -> None:
         if items:
             console.print(f"  {title}:")
             for f in items:
-                console.print(f"    {f['code']} {f['name']} ({f['severity']}): {f['n_ranks']}/{s['n_ranks']} ranks"
-                              f" [{escape(', '.join(f['ranks']))}]")
+                console.print(f"    {f['code']} {f['name']} ({f['severity']}): {f['n_ranks']}/{s['n_ranks']} ranks "
+                              + escape(f"[{', '.join(f['ranks'])}]"))  # the brackets too: not a style tag
     if not s["findings"]:
         console.print("  [green]no findings on any rank[/]")
 

@@ -67,7 +67,8 @@ def _fmt_evidence(name: str, v: Any) -> str:
 
 
 class JsonRenderer:
-    """The versioned JSON report (``Report.to_dict``), one document on stdout."""
+    """The versioned JSON report (``to_dict()`` of a Report or a multi-rank report),
+    one document on stdout."""
 
     def render(self, report: Report) -> str:
         return orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
