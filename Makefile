@@ -4,9 +4,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-DEMO_TRACE ?= $(firstword $(wildcard fixtures/*.pt.trace.json.gz))
+DEMO_TRACE ?= fixtures/v100_resnet50_workers0.pt.trace.json.gz
 
-.PHONY: demo test bench clean
+.PHONY: demo test lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,12 +25,16 @@ $(VENV)/.all: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.core
 	$(BIN)/tracedoc analyze $(DEMO_TRACE) --exit-zero
 
+lint: $(VENV)/.all
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
 # pytest exits 5 when it collected no test: that is a failure here, never a silent pass.
-test: $(VENV)/.all
+test: $(VENV)/.all lint
 	@$(BIN)/python -m pytest -q -rs; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-# large-trace benchmark against orjson.loads (needs ../shared/traces; see benchmarks/RESULTS.md)
+# large-trace benchmark against orjson.loads (see benchmarks/RESULTS.md)
 bench: $(VENV)/.core
 	$(BIN)/python benchmarks/run.py --repeats 10 20 --runs 5
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DEFAULT_SOURCE = ROOT.parent / "shared" / "traces" / "v100_resnet50_workers0.pt.trace.json.gz"
+DEFAULT_SOURCE = ROOT / "fixtures" / "v100_resnet50_workers0.pt.trace.json.gz"
 OUT = ROOT / "bench-out"
 
 _ORJSON_CHILD = r"""
@@ -156,8 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, nargs="*", default=[10, 20], help="repeat counts to test uncompressed")
     ap.add_argument("--gzip", type=int, nargs="*", default=[10], help="repeat counts to also test gzipped")
     ap.add_argument("--runs", type=int, default=3, help="runs per measurement; the fastest is kept")
-    ap.add_argument("--no-orjson", type=int, nargs="*", default=[],
-                    help="repeat counts to time analyze only (orjson would not fit in memory)")
+    ap.add_argument(
+        "--no-orjson",
+        type=int,
+        nargs="*",
+        default=[],
+        help="repeat counts to time analyze only (orjson would not fit in memory)",
+    )
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
     a = ap.parse_args(argv)
     if not a.source.exists():
@@ -173,8 +178,10 @@ def main(argv: list[str] | None = None) -> int:
                 if name == "orjson" and not with_orjson:
                     continue
                 m = fn(path)
-                b = best.setdefault(name, {"time_s": float("inf"), "cpu_s": None, "peak_rss_bytes": 0,
-                                           "tree_peak_rss_bytes": 0, "times": []})
+                b = best.setdefault(
+                    name,
+                    {"time_s": float("inf"), "cpu_s": None, "peak_rss_bytes": 0, "tree_peak_rss_bytes": 0, "times": []},
+                )
                 b["times"].append(round(m["time_s"], 3))
                 if m["time_s"] < b["time_s"]:
                     b["time_s"], b["cpu_s"] = m["time_s"], m["cpu_s"]
@@ -183,16 +190,27 @@ def main(argv: list[str] | None = None) -> int:
         size = uncompressed_size(path)
         o = best.get("orjson")
         an = best["analyze"]
-        row = {"trace": path.name, "repeats": repeats, "gzip": gz, "file_bytes": path.stat().st_size,
-               "json_bytes": size,
-               "orjson_s": o["time_s"] if o else None, "orjson_runs_s": o["times"] if o else None,
-               "orjson_rss": o["peak_rss_bytes"] if o else None,
-               "analyze_s": an["time_s"], "analyze_runs_s": an["times"], "analyze_cpu_s": an["cpu_s"],
-               "analyze_rss": an["peak_rss_bytes"], "analyze_tree_rss": an["tree_peak_rss_bytes"]}
+        row = {
+            "trace": path.name,
+            "repeats": repeats,
+            "gzip": gz,
+            "file_bytes": path.stat().st_size,
+            "json_bytes": size,
+            "orjson_s": o["time_s"] if o else None,
+            "orjson_runs_s": o["times"] if o else None,
+            "orjson_rss": o["peak_rss_bytes"] if o else None,
+            "analyze_s": an["time_s"],
+            "analyze_runs_s": an["times"],
+            "analyze_cpu_s": an["cpu_s"],
+            "analyze_rss": an["peak_rss_bytes"],
+            "analyze_tree_rss": an["tree_peak_rss_bytes"],
+        }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
     base = {r["repeats"]: r for r in rows if not r["gzip"]}
-    print("| trace | JSON size | orjson.loads | orjson peak RSS | tracedoc analyze (CPU) | analyze peak memory: largest process RSS / all processes PSS | time ratio (target <= 0.4) | RSS / JSON size (target <= 3) | time vs half-size trace (target <= 2.1) |")
+    print(
+        "| trace | JSON size | orjson.loads | orjson peak RSS | tracedoc analyze (CPU) | analyze peak memory: largest process RSS / all processes PSS | time ratio (target <= 0.4) | RSS / JSON size (target <= 3) | time vs half-size trace (target <= 2.1) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         half = base.get(r["repeats"] // 2) if r["repeats"] % 2 == 0 and not r["gzip"] else None
@@ -201,10 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         o_rss = f"{r['orjson_rss'] / 1e9:.2f} GB" if r["orjson_rss"] else "not run"
         ratio = f"{r['analyze_s'] / r['orjson_s']:.2f}" if r["orjson_s"] else ""
         rss = max(r["analyze_rss"], r["analyze_tree_rss"])
-        print(f"| {r['trace']}{' (gzip)' if r['gzip'] else ''} | {r['json_bytes'] / 1e6:,.0f} MB | {o_s} | {o_rss} "
-              f"| {r['analyze_s']:.2f} s ({r['analyze_cpu_s']:.2f} s) "
-              f"| {r['analyze_rss'] / 1e9:.2f} GB / {r['analyze_tree_rss'] / 1e9:.2f} GB | {ratio} "
-              f"| {rss / r['json_bytes']:.2f} | {lin} |")
+        print(
+            f"| {r['trace']}{' (gzip)' if r['gzip'] else ''} | {r['json_bytes'] / 1e6:,.0f} MB | {o_s} | {o_rss} "
+            f"| {r['analyze_s']:.2f} s ({r['analyze_cpu_s']:.2f} s) "
+            f"| {r['analyze_rss'] / 1e9:.2f} GB / {r['analyze_tree_rss'] / 1e9:.2f} GB | {ratio} "
+            f"| {rss / r['json_bytes']:.2f} | {lin} |"
+        )
     if a.json:
         a.json.write_text(json.dumps(rows, indent=2))
     return 0

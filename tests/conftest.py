@@ -1,4 +1,9 @@
-"""Shared fixtures: where the real traces live (skip cleanly when absent)."""
+"""Shared fixtures: where the real traces live.
+
+The real traces the tests use are copied into the repository's ``fixtures/`` (source,
+commit and license in ``fixtures/PROVENANCE.md``), so a fresh clone runs every test
+with nothing beside it. A missing fixture is a failure, never a skip.
+"""
 
 from __future__ import annotations
 
@@ -10,19 +15,23 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_TRACES = REPO.parent / "shared" / "traces"
+FIXTURES = REPO / "fixtures"
+#: Real GPU traces from other projects (every ``*.gz`` in fixtures/ but our own CPU recording).
+REAL_TRACES = sorted(p.name for p in FIXTURES.glob("*.json.gz") if not p.name.startswith("cpu_resnet18"))
 
 
 def real_trace(name: str) -> Path:
-    """Path of a real trace in ../shared/traces, or skip the test when it is absent."""
-    p = SHARED_TRACES / name
+    """Path of a real trace in ``fixtures/``.
+
+    Raises:
+        FileNotFoundError: the fixture is missing (a broken checkout, not a reason to skip).
+    """
+    p = FIXTURES / name
     if not p.exists():
-        pytest.skip(f"real trace {name} not available (../shared/traces absent)")
+        raise FileNotFoundError(f"fixture {name} is missing from {FIXTURES}")
     return p
 
 
 @pytest.fixture
-def shared_traces() -> Path:
-    if not SHARED_TRACES.is_dir():
-        pytest.skip("../shared/traces absent")
-    return SHARED_TRACES
+def fixtures_dir() -> Path:
+    return FIXTURES

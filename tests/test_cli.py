@@ -7,14 +7,14 @@ import subprocess
 import sys
 
 import pytest
-
 from test_load import BAD_INPUTS
 from tracebuilder import TraceBuilder, budget_rule_toml, dataloader_bound
 
 
 def run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "tracedoc", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tracedoc", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 @pytest.fixture
@@ -113,8 +113,14 @@ def test_missing_file_exit_2(tmp_path):
 def test_rules_and_rule_commands():
     r = run("rules")
     assert r.returncode == 0
-    for name in ("dataloader-stall", "pageable-h2d-copy", "h2d-copy-share", "launch-bound-gpu-idle",
-                 "no-tensor-core-use", "low-gpu-memory-use"):
+    for name in (
+        "dataloader-stall",
+        "pageable-h2d-copy",
+        "h2d-copy-share",
+        "launch-bound-gpu-idle",
+        "no-tensor-core-use",
+        "low-gpu-memory-use",
+    ):
         assert name in r.stdout
     rules = json.loads(run("rules", "--format", "json").stdout)
     assert len(rules) == 7
@@ -131,8 +137,6 @@ def test_version_and_signals():
     assert run("--version").stdout.startswith("tracedoc ")
     r = run("signals")
     assert r.returncode == 0 and "gpu_busy_share" in r.stdout
-
-
 
 
 def test_user_rule_as_ci_budget(dl_trace, tmp_path):

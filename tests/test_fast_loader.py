@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURES
+from tracebuilder import TraceBuilder, dataloader_bound
 
 import tracedoc
-from conftest import SHARED_TRACES
-from tracebuilder import TraceBuilder, dataloader_bound
 from tracedoc.engine import analyze_trace
 from tracedoc.errors import TraceLoadError
 from tracedoc.load import load
@@ -21,7 +21,7 @@ from tracedoc.load.fast import Fallback, collect_columns, decode_document
 from tracedoc.load.source import gzip_size_hint, read_trace_bytes
 from tracedoc.trace import FRAME_COLUMNS
 
-REAL = sorted(p.name for p in SHARED_TRACES.glob("*.gz")) if SHARED_TRACES.is_dir() else []
+REAL = sorted(p.name for p in FIXTURES.glob("*.gz"))
 
 
 def assert_same_trace(a, b):
@@ -53,22 +53,22 @@ def fast_path_taken(path) -> bool:
 
 # ---- every real trace ------------------------------------------------------------
 
-@pytest.mark.skipif(not REAL, reason="../shared/traces absent")
+
 @pytest.mark.parametrize("name", REAL)
 def test_real_trace_identical_frames_signals_findings(name):
-    path = SHARED_TRACES / name
+    path = FIXTURES / name
     fast, ref = load(path), load(path, engine="reference")
     assert_same_trace(fast, ref)
     assert_same_analysis(fast, ref)
 
 
-@pytest.mark.skipif(not REAL, reason="../shared/traces absent")
 @pytest.mark.parametrize("name", REAL)
 def test_real_trace_takes_the_fast_path(name):
-    assert fast_path_taken(SHARED_TRACES / name)
+    assert fast_path_taken(FIXTURES / name)
 
 
 # ---- synthetic edge cases ----------------------------------------------------------
+
 
 def _edge_traces() -> dict[str, dict]:
     out: dict[str, dict] = {}
@@ -88,8 +88,17 @@ def _edge_traces() -> dict[str, dict]:
         if e.get("ph") == "X":
             e["pid"] = str(e["pid"]) if e["cat"] != "kernel" else "0"
             e["tid"] = str(e["tid"])
-    d["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 100, "tid": "100",
-                             "ts": d["traceEvents"][1]["ts"] + 3, "dur": 2})  # int pid beside string pids
+    d["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::add",
+            "pid": 100,
+            "tid": "100",
+            "ts": d["traceEvents"][1]["ts"] + 3,
+            "dur": 2,
+        }
+    )  # int pid beside string pids
     out["string_pids_mixed"] = d
     d = dataloader_bound(n_steps=2).doc()
     for e in d["traceEvents"]:
@@ -117,10 +126,26 @@ def _edge_traces() -> dict[str, dict]:
         {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1.5, "ts": "not a number", "args": {"name": 3}},
         {"ph": "s", "id": 7, "pid": True, "tid": 1, "ts": 5, "cat": "ac2g", "name": "launch"},
         {"ph": "X", "cat": "gpu_user_annotation", "name": "ann", "pid": 0, "tid": 7, "ts": None},
-        {"ph": "X", "cat": "python_function", "name": "nn.Module: Foo", "pid": 100, "tid": 100,
-         "ts": d["traceEvents"][1]["ts"], "dur": 10, "args": {"Python id": 3}},
-        {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": "stream 7",
-         "ts": d["traceEvents"][1]["ts"] + 50, "dur": 4, "args": {"correlation": 1, "stream": 7, "device": 0}},
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": "nn.Module: Foo",
+            "pid": 100,
+            "tid": 100,
+            "ts": d["traceEvents"][1]["ts"],
+            "dur": 10,
+            "args": {"Python id": 3},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": "Stream Sync",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": d["traceEvents"][1]["ts"] + 50,
+            "dur": 4,
+            "args": {"correlation": 1, "stream": 7, "device": 0},
+        },
         {"ph": "C", "name": "GPU 0 Util", "pid": 0, "ts": 1, "args": {"GPU Utilization": 0.5}},
     ]
     out["odd_ignored_events_and_sync"] = d
@@ -131,20 +156,58 @@ def _edge_traces() -> dict[str, dict]:
     amd = TraceBuilder(devices=[{"id": 0, "name": "AMD Instinct MI250X", "computeMajor": 9, "computeMinor": 0}])
     amd.step(1, 0, 100).op("aten::mm", 0, 50)
     corr = amd._launch("hipLaunchKernel", 10, 5)
-    amd.events.append({"ph": "X", "cat": "kernel", "name": "Cijk_Alik", "pid": 0, "tid": 0,
-                       "ts": amd.base + 20, "dur": 10, "args": {"device": 0, "stream": 0, "correlation": corr}})
+    amd.events.append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "Cijk_Alik",
+            "pid": 0,
+            "tid": 0,
+            "ts": amd.base + 20,
+            "dur": 10,
+            "args": {"device": 0, "stream": 0, "correlation": corr},
+        }
+    )
     out["hip_runtime"] = amd.doc()
     d = dataloader_bound(n_steps=2).doc()
     d["distributedInfo"] = {"rank": 3, "world_size": 8}
     d["traceName"] = "x"
-    d["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9\n", "pid": 100,
-                             "tid": 100, "ts": d["traceEvents"][1]["ts"] + 3000, "dur": 5})
-    d["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#x", "pid": 100,
-                             "tid": 100, "ts": d["traceEvents"][1]["ts"] + 3001, "dur": 1})
+    d["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#9\n",
+            "pid": 100,
+            "tid": 100,
+            "ts": d["traceEvents"][1]["ts"] + 3000,
+            "dur": 5,
+        }
+    )
+    d["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "ProfilerStep#x",
+            "pid": 100,
+            "tid": 100,
+            "ts": d["traceEvents"][1]["ts"] + 3001,
+            "dur": 1,
+        }
+    )
     out["metadata_and_step_names"] = d
-    out["only_memory_events"] = {"traceEvents": [
-        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1_700_000_000_000_000 + i,
-         "args": {"Device Type": 1, "Device Id": 0, "Bytes": 512, "Total Allocated": 1024.0 * i}} for i in range(3)]}
+    out["only_memory_events"] = {
+        "traceEvents": [
+            {
+                "ph": "i",
+                "name": "[memory]",
+                "pid": 1,
+                "tid": 1,
+                "ts": 1_700_000_000_000_000 + i,
+                "args": {"Device Type": 1, "Device Id": 0, "Bytes": 512, "Total Allocated": 1024.0 * i},
+            }
+            for i in range(3)
+        ]
+    }
     return out
 
 
@@ -160,9 +223,21 @@ def test_edge_case_identical(tmp_path, case):
     assert_same_analysis(fast, ref)
 
 
-@pytest.mark.parametrize("case", ["basic", "old_categories", "float_ns_timestamps", "memory_events",
-                                  "string_pids_mixed", "missing_args", "string_numbers_in_args", "hip_runtime",
-                                  "metadata_and_step_names", "only_memory_events"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "basic",
+        "old_categories",
+        "float_ns_timestamps",
+        "memory_events",
+        "string_pids_mixed",
+        "missing_args",
+        "string_numbers_in_args",
+        "hip_runtime",
+        "metadata_and_step_names",
+        "only_memory_events",
+    ],
+)
 def test_edge_cases_need_no_handover(tmp_path, case):
     p = tmp_path / f"{case}.json"
     p.write_bytes(json.dumps(EDGE[case]).encode())
@@ -186,7 +261,7 @@ BAD = {
     "bare_nan": b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": NaN, "dur": 1}]}',
     "bare_infinity": b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": Infinity}]}',
     "control_char": b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a\x01", "ts": 1, "dur": 1}]}',
-    "trailing_garbage": ('{"traceEvents": [' + _EV + ']} x').encode(),
+    "trailing_garbage": ('{"traceEvents": [' + _EV + "]} x").encode(),
     "empty_file": b"",
     "whitespace_only": b" \n\t ",
     "json_array": b'[{"ph": "X"}]',
@@ -237,6 +312,7 @@ def test_missing_file_and_directory(tmp_path):
 
 # ---- gzip: streamed into one buffer ---------------------------------------------------
 
+
 def test_gzip_size_hint_and_stream(tmp_path):
     raw = json.dumps(dataloader_bound().doc()).encode()
     p = tmp_path / "t.json.gz"
@@ -262,6 +338,7 @@ def test_gzip_multi_member_grows_past_the_hint(tmp_path, monkeypatch):
 
 
 # ---- progress display: only on a terminal, never for JSON or in CI ------------------------
+
 
 class _Tty:
     def isatty(self):
@@ -289,6 +366,7 @@ def test_progress_callback_receives_stages(tmp_path):
 
 # ---- the benchmark's trace builder keeps ids unique ----------------------------------------
 
+
 def test_make_trace_repeats_with_unique_ids(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from make_trace import build
@@ -304,6 +382,7 @@ def test_make_trace_repeats_with_unique_ids(tmp_path):
 
 
 # ---- parallel decoding (forked workers over cuts of the events array) ----------------------
+
 
 @pytest.fixture
 def small_parallel(monkeypatch):
@@ -321,7 +400,7 @@ def small_parallel(monkeypatch):
 @pytest.mark.parametrize("workers", [2, 3, 5])
 def test_parallel_decoding_identical(tmp_path, small_parallel, workers):
     names = REAL[:] or []
-    paths = [SHARED_TRACES / n for n in names if n.startswith(("v100_resnet50_ddp", "mi250", "a100"))]
+    paths = [FIXTURES / n for n in names if n.startswith(("v100_resnet50_ddp", "mi250", "a100"))]
     for case in ("basic", "memory_events", "string_pids_mixed", "metadata_and_step_names", "hip_runtime"):
         p = tmp_path / f"{case}.json"
         p.write_text(json.dumps(EDGE[case], indent=1))
@@ -329,7 +408,7 @@ def test_parallel_decoding_identical(tmp_path, small_parallel, workers):
     for p in paths:
         data = read_trace_bytes(p)
         assert small_parallel.parallel_parts(data, workers) == workers
-        if p.parent == SHARED_TRACES:  # large enough for every part to hold events: no handover
+        if p.parent == FIXTURES:  # large enough for every part to hold events: no handover
             holder = [data]
             small_parallel.parse_parallel(holder, workers)
             assert holder[0] is None  # released once decoded
@@ -345,7 +424,7 @@ def test_parallel_bad_cut_hands_over_and_leaves_bytes_intact(tmp_path, small_par
     data = read_trace_bytes(p)
     before = bytes(data)
     cut = small_parallel.split_points(data, 2)[0]
-    assert b"x}, {x" in before[cut[0] - 3:cut[1] + 3]  # the cut falls inside the string
+    assert b"x}, {x" in before[cut[0] - 3 : cut[1] + 3]  # the cut falls inside the string
     holder = [data]
     with pytest.raises(Fallback):
         small_parallel.parse_parallel(holder, 2)
@@ -377,6 +456,7 @@ def test_memory_mapped_empty_and_blank_files(tmp_path, small_parallel):
 
 # ---- the signal speed-ups give the same numbers as the code they replaced ------------------
 
+
 def test_covered_mask_same_as_binary_search_per_grid_point():
     import numpy as np
 
@@ -384,8 +464,9 @@ def test_covered_mask_same_as_binary_search_per_grid_point():
 
     def original(starts, ends, grid):
         left = grid[:-1]
-        return (np.searchsorted(np.sort(starts), left, side="right")
-                - np.searchsorted(np.sort(ends), left, side="right")) > 0
+        return (
+            np.searchsorted(np.sort(starts), left, side="right") - np.searchsorted(np.sort(ends), left, side="right")
+        ) > 0
 
     rng = np.random.default_rng(0)
     for trial in range(400):
@@ -405,8 +486,9 @@ def test_covered_mask_same_as_binary_search_per_grid_point():
 def test_name_masks_same_as_pandas_str():
     from tracedoc.signals.strings import name_mask, startswith_mask
 
-    names = pd.Series(["ProfilerStep#1", "aten::mm", "ProfilerStep#x", "", "enumerate(DataLoader)#a", "aten::mm"] * 3,
-                      dtype=object)
+    names = pd.Series(
+        ["ProfilerStep#1", "aten::mm", "ProfilerStep#x", "", "enumerate(DataLoader)#a", "aten::mm"] * 3, dtype=object
+    )
     for prefix in ("ProfilerStep#", "aten", "", "enumerate(DataLoader)#"):
         assert (startswith_mask(names, prefix) == names.str.startswith(prefix).to_numpy(bool)).all()
     assert name_mask(names, lambda n: "mm" in n).tolist() == ["mm" in n for n in names]

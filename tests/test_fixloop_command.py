@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from tracedoc.fixloop import runner as runner_mod
 from tracedoc.fixloop.command import fix_loop
 
-WORKLOAD = textwrap.dedent('''
+WORKLOAD = textwrap.dedent("""
     import os
     from dataclasses import dataclass
 
@@ -41,14 +41,26 @@ WORKLOAD = textwrap.dedent('''
         return {"samples_per_s": [speed, speed, speed], "step_time_ms": [1000 * config.batch_size / speed] * 3,
                 "batch_size": config.batch_size, "trace": "trace.pt.trace.json.gz",
                 "device": {"type": config.device if config.device != "auto" else "cpu", "name": "fake"}}
-''')
+""")
 
 
 def fake_analyze(trace):
     slow = trace.read_bytes() == b"slow"
-    findings = [{"code": "TD900", "name": "slow-path", "severity": "warning", "message": "slow",
-                 "estimated_saving_ms": 40.0, "evidence": {},
-                 "fix": {"summary": "take the fast path", "safety": "safe", "knobs": ["fast_path"]}}] if slow else []
+    findings = (
+        [
+            {
+                "code": "TD900",
+                "name": "slow-path",
+                "severity": "warning",
+                "message": "slow",
+                "estimated_saving_ms": 40.0,
+                "evidence": {},
+                "fix": {"summary": "take the fast path", "safety": "safe", "knobs": ["fast_path"]},
+            }
+        ]
+        if slow
+        else []
+    )
     return {"schema_version": 1, "findings": findings}
 
 
@@ -82,8 +94,13 @@ def test_full_run_writes_table_and_artifacts(app, workload, tmp_path):
     assert summary["final"]["samples_per_s"] == 200.0 and summary["final"]["speedup"] == 2.0
     assert summary["trials"][1]["predicted_saving_ms"] == 40.0
     assert summary["trials"][1]["measured_saving_ms"] == pytest.approx(40.0)
-    assert json.loads((out / "final_config.json").read_text()) == {"batch_size": 8, "fast_path": True, "device": "cpu",
-                                                                 "crash_fast_path": False, "sleep_s": 0.0}
+    assert json.loads((out / "final_config.json").read_text()) == {
+        "batch_size": 8,
+        "fast_path": True,
+        "device": "cpu",
+        "crash_fast_path": False,
+        "sleep_s": 0.0,
+    }
     for f in ("summary.md", "trial-00/config.json", "trial-01/analysis.json", "trial-01/result.json"):
         assert (out / f).exists(), f
 
@@ -106,14 +123,17 @@ def test_crashed_trial_reverted(app, workload, tmp_path):
     assert summary["final"]["config"]["fast_path"] is False
 
 
-@pytest.mark.parametrize("args,message", [
-    (["missing.py"], "workload file not found"),
-    (["{wl}", "--set", "batch_size=many"], "bad --set 'batch_size=many'"),
-    (["{wl}", "--set", "nonsense"], "expected KNOB=VALUE"),
-    (["{wl}", "--set", "nope=1"], "has no 'nope'"),
-    (["{wl}", "--format", "xml"], "--format must be one of"),
-    (["{wl}", "--max-trials", "-1"], "--max-trials"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["missing.py"], "workload file not found"),
+        (["{wl}", "--set", "batch_size=many"], "bad --set 'batch_size=many'"),
+        (["{wl}", "--set", "nonsense"], "expected KNOB=VALUE"),
+        (["{wl}", "--set", "nope=1"], "has no 'nope'"),
+        (["{wl}", "--format", "xml"], "--format must be one of"),
+        (["{wl}", "--max-trials", "-1"], "--max-trials"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(app, workload, tmp_path, args, message):
     args = [a.replace("{wl}", str(workload)) for a in args]
     result = invoke(app, *args, "--out", tmp_path / "out")
@@ -126,7 +146,7 @@ def test_bad_arguments_exit_2_with_one_line(app, workload, tmp_path, args, messa
 
 def test_failed_baseline_exits_2(app, tmp_path):
     wl = tmp_path / "bad.py"
-    wl.write_text(WORKLOAD.replace('speed = 200.0', 'raise RuntimeError("no GPU here")\n    speed = 200.0'))
+    wl.write_text(WORKLOAD.replace("speed = 200.0", 'raise RuntimeError("no GPU here")\n    speed = 200.0'))
     result = invoke(app, wl, "--out", tmp_path / "out")
     assert result.exit_code == 2
     assert "baseline trial failed" in result.output and "no GPU here" in result.output
@@ -149,8 +169,13 @@ def test_ctrl_c_in_a_real_process(workload, tmp_path):
     out = tmp_path / "out"
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "tracedoc", "fix-loop", str(workload), "--out", str(out),
-                             "--set", "sleep_s=60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracedoc", "fix-loop", str(workload), "--out", str(out), "--set", "sleep_s=60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not (out / "trial-00" / "config.json").exists() and time.monotonic() < deadline:
         time.sleep(0.2)

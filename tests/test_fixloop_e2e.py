@@ -95,7 +95,7 @@ def test_done_when_command(tmp_path):
     assert "baseline" in proc.stderr  # progress
 
 
-RULE = textwrap.dedent('''
+RULE = textwrap.dedent("""
     code = "TX901"
     name = "dataloader-share-low-bar"
     severity = "info"
@@ -116,7 +116,7 @@ RULE = textwrap.dedent('''
     example = "DataLoader(ds)"
     fix = "num_workers"
     safety = "Safe."
-''')
+""")
 
 
 def test_user_rule_drives_real_worker_trials(tmp_path):
@@ -125,8 +125,25 @@ def test_user_rule_drives_real_worker_trials(tmp_path):
     rule.parent.mkdir()
     rule.write_text(RULE)
     out = tmp_path / "run"
-    proc = fix_loop(str(RESNET), "--device", "cpu", "--rules", str(rule.parent), "--max-trials", "2", "--out", str(out),
-                    "--set", "image_size=32", "--set", "warmup_steps=3", "--set", "timed_steps=8", "--format", "json")
+    proc = fix_loop(
+        str(RESNET),
+        "--device",
+        "cpu",
+        "--rules",
+        str(rule.parent),
+        "--max-trials",
+        "2",
+        "--out",
+        str(out),
+        "--set",
+        "image_size=32",
+        "--set",
+        "warmup_steps=3",
+        "--set",
+        "timed_steps=8",
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary == json.loads((out / "summary.json").read_text()) | {"wall_s": summary["wall_s"]}

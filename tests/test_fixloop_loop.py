@@ -31,9 +31,18 @@ def spec(fields=RESNET_FIELDS, knobs=None) -> WorkloadSpec:
     return WorkloadSpec(path="fake.py", fields={f.name: f for f in fields}, knobs=knobs or {})
 
 
-def finding(name: str, knobs: list[str], saving: float | None = 10.0, code: str = "TD100", safety: str = "safe") -> dict:
-    return {"code": code, "name": name, "severity": "warning", "message": name,
-            "estimated_saving_ms": saving, "evidence": {}, "fix": {"summary": "", "safety": safety, "knobs": knobs}}
+def finding(
+    name: str, knobs: list[str], saving: float | None = 10.0, code: str = "TD100", safety: str = "safe"
+) -> dict:
+    return {
+        "code": code,
+        "name": name,
+        "severity": "warning",
+        "message": name,
+        "estimated_saving_ms": saving,
+        "evidence": {},
+        "fix": {"summary": "", "safety": safety, "knobs": knobs},
+    }
 
 
 DATALOADER = finding("dataloader-stall", ["num_workers"], 40.0, "TD101")
@@ -69,8 +78,15 @@ class FakeRunner:
         if isinstance(result, str):
             return TrialOutcome(result, error=f"fake {result}", dir=str(trial_dir))
         bs = config["batch_size"]
-        return TrialOutcome("ok", samples_per_s=list(result), step_time_ms=[1000.0 * bs / s for s in result],
-                            batch_size=bs, device=self.device, analysis={"findings": findings}, dir=str(trial_dir))
+        return TrialOutcome(
+            "ok",
+            samples_per_s=list(result),
+            step_time_ms=[1000.0 * bs / s for s in result],
+            batch_size=bs,
+            device=self.device,
+            analysis={"findings": findings},
+            dir=str(trial_dir),
+        )
 
 
 def run_loop(tmp_path, behave, hw=CPU, fields=RESNET_FIELDS, knobs=None, **opts) -> tuple[dict, FakeRunner]:
@@ -240,10 +256,16 @@ def test_top_finding_first_then_next_knob(tmp_path):
     # pageable copy ranks above the stall here; pin_memory first, then non_blocking
     def behave(c):
         return [100 + 10 * c["pin_memory"] + 10 * c["non_blocking"]] * 3, [
-            finding("pageable-h2d-copy", ["pin_memory", "non_blocking"], 50.0), DATALOADER]
+            finding("pageable-h2d-copy", ["pin_memory", "non_blocking"], 50.0),
+            DATALOADER,
+        ]
 
     summary, runner = run_loop(tmp_path, behave, hw=GPU, max_trials=2)
-    assert [t["change"] for t in summary["trials"]] == ["baseline", "pin_memory: false -> true", "non_blocking: false -> true"]
+    assert [t["change"] for t in summary["trials"]] == [
+        "baseline",
+        "pin_memory: false -> true",
+        "non_blocking: false -> true",
+    ]
     assert statuses(summary) == ["baseline", "kept", "kept"]
     assert summary["stop_reason"] == "trial budget spent (2 trials)"
 
@@ -252,8 +274,11 @@ def test_unknown_rule_and_missing_knob_are_skipped_with_a_note(tmp_path):
     fields = [f for f in RESNET_FIELDS if f.name != "num_workers"]
 
     def behave(c):
-        return [100] * 3, [finding("made-up-rule", ["flux_capacitor"], 99.0, "TD999"), DATALOADER,
-                           finding("no-fix", [], 70.0, "TD998")]
+        return [100] * 3, [
+            finding("made-up-rule", ["flux_capacitor"], 99.0, "TD999"),
+            DATALOADER,
+            finding("no-fix", [], 70.0, "TD998"),
+        ]
 
     summary, _ = run_loop(tmp_path, behave, fields=fields)
     assert statuses(summary) == ["baseline"]
@@ -267,8 +292,10 @@ def test_any_config_knob_can_drive_the_loop(tmp_path):
     fields = RESNET_FIELDS + [FieldSpec("fused_optimizer", "bool", False), FieldSpec("accum", "str", "a", ("a", "b"))]
 
     def behave(c):
-        return [100 + 50 * c["fused_optimizer"]] * 3, [finding("slow-optimizer", ["fused_optimizer"], 30.0, "TD200"),
-                                                      finding("str-knob", ["accum"], 10.0, "TD201")]
+        return [100 + 50 * c["fused_optimizer"]] * 3, [
+            finding("slow-optimizer", ["fused_optimizer"], 30.0, "TD200"),
+            finding("str-knob", ["accum"], 10.0, "TD201"),
+        ]
 
     summary, runner = run_loop(tmp_path, behave, fields=fields)
     assert statuses(summary) == ["baseline", "kept"]
@@ -276,13 +303,17 @@ def test_any_config_knob_can_drive_the_loop(tmp_path):
     assert any(s["knob"] == "accum" and "KNOBS" in s["reason"] for s in summary["skipped"])
 
     # declared values in the workload's KNOBS make a str knob searchable
-    summary, runner = run_loop(tmp_path, behave, fields=fields, knobs={"accum": {"safety": "safe", "values": ["a", "b"]}})
+    summary, runner = run_loop(
+        tmp_path, behave, fields=fields, knobs={"accum": {"safety": "safe", "values": ["a", "b"]}}
+    )
     assert runner.configs[-1]["accum"] == "b"
 
 
 def test_unsafe_rule_safety_applies_to_unknown_knob(tmp_path):
     fields = RESNET_FIELDS + [FieldSpec("tf32", "bool", False)]
-    summary, runner = run_loop(tmp_path, lambda c: ([100] * 3, [finding("x", ["tf32"], 5.0, "TD300", "unsafe")]), fields=fields)
+    summary, runner = run_loop(
+        tmp_path, lambda c: ([100] * 3, [finding("x", ["tf32"], 5.0, "TD300", "unsafe")]), fields=fields
+    )
     assert len(runner.configs) == 1
 
 
@@ -327,8 +358,9 @@ def test_batch_size_doubled_until_oom(tmp_path):
 
 
 def test_trial_budget(tmp_path):
-    summary, runner = run_loop(tmp_path, lambda c: ([100 * (1 + c["num_workers"])] * 3, [DATALOADER]),
-                               n_cpus=64, max_trials=3)
+    summary, runner = run_loop(
+        tmp_path, lambda c: ([100 * (1 + c["num_workers"])] * 3, [DATALOADER]), n_cpus=64, max_trials=3
+    )
     assert len(runner.configs) == 4  # baseline + 3
     assert summary["stop_reason"] == "trial budget spent (3 trials)"
 
@@ -341,14 +373,18 @@ def test_max_trials_zero_runs_only_the_baseline(tmp_path):
 def test_findings_ranked_by_saving_none_last(tmp_path):
     def behave(c):
         return [100 + 20 * c["set_to_none"] + 20 * c["compile"]] * 3, [
-            finding("a", ["set_to_none"], None, "TD1"), finding("b", ["compile"], 3.0, "TD2")]
+            finding("a", ["set_to_none"], None, "TD1"),
+            finding("b", ["compile"], 3.0, "TD2"),
+        ]
 
     summary, runner = run_loop(tmp_path, behave, max_trials=1)
     assert runner.configs[1]["compile"] is True
 
 
 def test_set_and_device_options(tmp_path):
-    summary, runner = run_loop(tmp_path, lambda c: ([100] * 3, []), sets=["batch_size=8", "pin_memory=yes"], device="cpu")
+    summary, runner = run_loop(
+        tmp_path, lambda c: ([100] * 3, []), sets=["batch_size=8", "pin_memory=yes"], device="cpu"
+    )
     assert runner.configs[0]["batch_size"] == 8 and runner.configs[0]["pin_memory"] is True
     assert runner.configs[0]["device"] == "cpu"
     with pytest.raises(WorkloadError, match="bad --set"):

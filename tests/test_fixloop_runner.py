@@ -104,12 +104,15 @@ def test_ok_trial_leaves_its_directory(workload, tmp_path):
     assert json.loads((d / "config.json").read_text())["flag"] is False
 
 
-@pytest.mark.parametrize("mode,status,text", [
-    ("crash", "crashed", "boom: the workload crashed"),
-    ("oom", "oom", "MemoryError"),
-    ("cuda_oom", "oom", "CUDA out of memory"),
-    ("sigkill", "oom", "signal 9"),
-])
+@pytest.mark.parametrize(
+    "mode,status,text",
+    [
+        ("crash", "crashed", "boom: the workload crashed"),
+        ("oom", "oom", "MemoryError"),
+        ("cuda_oom", "oom", "CUDA out of memory"),
+        ("sigkill", "oom", "signal 9"),
+    ],
+)
 def test_failures_are_classified(workload, tmp_path, mode, status, text):
     outcome = run_mode(workload, tmp_path, mode)
     assert outcome.status == status

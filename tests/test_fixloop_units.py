@@ -70,16 +70,25 @@ def test_workload_knobs_override_table():
 
 
 def test_field_coercion_and_sets():
-    spec = WorkloadSpec("w.py", {
-        "batch_size": FieldSpec("batch_size", "int", 32),
-        "pin_memory": FieldSpec("pin_memory", "bool", False),
-        "lr": FieldSpec("lr", "float", 0.1),
-        "amp": FieldSpec("amp", "str", "off", ("off", "bf16", "fp16")),
-    })
+    spec = WorkloadSpec(
+        "w.py",
+        {
+            "batch_size": FieldSpec("batch_size", "int", 32),
+            "pin_memory": FieldSpec("pin_memory", "bool", False),
+            "lr": FieldSpec("lr", "float", 0.1),
+            "amp": FieldSpec("amp", "str", "off", ("off", "bf16", "fp16")),
+        },
+    )
     cfg = spec.apply_sets(spec.defaults(), ["batch_size=64", "pin_memory=True", "lr=1e-3", "amp=bf16"])
     assert cfg == {"batch_size": 64, "pin_memory": True, "lr": 0.001, "amp": "bf16"}
-    for bad, msg in [("batch_size", "expected KNOB=VALUE"), ("batch_size=x", "integer"), ("pin_memory=maybe", "true/false"),
-                     ("amp=fp8", "one of off, bf16, fp16"), ("nope=1", "no 'nope'"), ("=3", "expected KNOB=VALUE")]:
+    for bad, msg in [
+        ("batch_size", "expected KNOB=VALUE"),
+        ("batch_size=x", "integer"),
+        ("pin_memory=maybe", "true/false"),
+        ("amp=fp8", "one of off, bf16, fp16"),
+        ("nope=1", "no 'nope'"),
+        ("=3", "expected KNOB=VALUE"),
+    ]:
         with pytest.raises(WorkloadError, match=msg):
             spec.apply_sets({}, [bad])
     assert WorkloadSpec.from_dict(spec.to_dict()) == spec

@@ -1,4 +1,4 @@
-"""Golden tests on the real traces in ../shared/traces (skipped when absent).
+"""Golden tests on the real traces in fixtures/ (copied from ../shared/traces, see PROVENANCE.md).
 
 Expected figures come from sources independent of tracedoc's code:
 - the retired PyTorch TensorBoard plugin's published figures (PROVENANCE.md):
@@ -12,19 +12,19 @@ Expected figures come from sources independent of tracedoc's code:
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import real_trace
 
 import tracedoc
-from conftest import real_trace
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "golden_figures.json").read_text())["traces"]
 TRACES = sorted(GOLDEN)
 
 
-@lru_cache(maxsize=None)
+@cache
 def report(name: str):
     return tracedoc.analyze(real_trace(name))
 
@@ -34,6 +34,7 @@ def names(name: str) -> list[str]:
 
 
 # ---- the diagnoses the product promises ------------------------------------------------
+
 
 def test_workers0_dataloader_stall_first_and_no_tensor_cores():
     r = report("v100_resnet50_workers0.pt.trace.json.gz")
@@ -71,14 +72,28 @@ def test_a100_alexnet_uses_tensor_cores_already():
     assert r.signals["pageable_h2d_count"] == 16  # PROVENANCE: 16 pageable H2D copies
 
 
-@pytest.mark.parametrize("name,skipped", [
-    ("mi250_toy_train.pt.trace.json.gz", {"dataloader-stall", "no-tensor-core-use", "low-gpu-memory-use",
-                                          "zero-grad-kernels"}),
-    ("cpu_only_gloo.pt.trace.json.gz", {"dataloader-stall", "pageable-h2d-copy", "h2d-copy-share",
-                                        "launch-bound-gpu-idle", "no-tensor-core-use", "low-gpu-memory-use",
-                                        "zero-grad-kernels"}),
-    ("legacy_computeproperties.json.gz", {"low-gpu-memory-use"}),
-])
+@pytest.mark.parametrize(
+    "name,skipped",
+    [
+        (
+            "mi250_toy_train.pt.trace.json.gz",
+            {"dataloader-stall", "no-tensor-core-use", "low-gpu-memory-use", "zero-grad-kernels"},
+        ),
+        (
+            "cpu_only_gloo.pt.trace.json.gz",
+            {
+                "dataloader-stall",
+                "pageable-h2d-copy",
+                "h2d-copy-share",
+                "launch-bound-gpu-idle",
+                "no-tensor-core-use",
+                "low-gpu-memory-use",
+                "zero-grad-kernels",
+            },
+        ),
+        ("legacy_computeproperties.json.gz", {"low-gpu-memory-use"}),
+    ],
+)
 def test_odd_traces_analyzed_with_reasons_for_skips(name, skipped):
     r = report(name)
     assert {s.name for s in r.skipped} == skipped
@@ -93,10 +108,14 @@ def test_mi250_no_tensor_core_rule_skipped_for_amd():
 
 # ---- figures against the published plugin / HTA numbers --------------------------------
 
-@pytest.mark.parametrize("name,dataloader,gpu_util", [
-    ("v100_resnet50_workers0.pt.trace.json.gz", 0.334, 0.555),
-    ("v100_resnet50_workers4.pt.trace.json.gz", 0.0084, 0.703),
-])
+
+@pytest.mark.parametrize(
+    "name,dataloader,gpu_util",
+    [
+        ("v100_resnet50_workers0.pt.trace.json.gz", 0.334, 0.555),
+        ("v100_resnet50_workers4.pt.trace.json.gz", 0.0084, 0.703),
+    ],
+)
 def test_tensorboard_plugin_figures(name, dataloader, gpu_util):
     s = report(name).signals
     assert s["dataloader_share"] == pytest.approx(dataloader, abs=0.0005)
@@ -109,6 +128,7 @@ def test_hta_compute_share_on_gpu_bound_trace():
 
 
 # ---- figures against the independent re-derivation ---------------------------------------
+
 
 @pytest.mark.parametrize("name", TRACES)
 def test_independent_figures(name):

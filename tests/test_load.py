@@ -7,10 +7,10 @@ import json
 
 import numpy as np
 import pytest
+from tracebuilder import BASE_US, TraceBuilder, dataloader_bound
 
 import tracedoc
 from tracedoc.errors import TraceLoadError
-from tracebuilder import BASE_US, TraceBuilder, dataloader_bound
 
 
 def test_json_and_gzip_load_the_same(tmp_path):
@@ -64,11 +64,14 @@ def test_old_categories_normalised(tmp_path):
 
 
 def test_string_pids_missing_args_and_extra_keys(tmp_path):
-    doc = {"traceEvents": [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": "worker-1", "tid": "7", "ts": 5, "dur": 2},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 3, "tid": 7, "ts": 1, "dur": 1, "args": {}},
-        {"ph": "f", "id": 3, "pid": 1, "tid": 1, "ts": 3},  # flow: ignored
-    ], "someVendorKey": {"x": 1}}
+    doc = {
+        "traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": "worker-1", "tid": "7", "ts": 5, "dur": 2},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 3, "tid": 7, "ts": 1, "dur": 1, "args": {}},
+            {"ph": "f", "id": 3, "pid": 1, "tid": 1, "ts": 3},  # flow: ignored
+        ],
+        "someVendorKey": {"x": 1},
+    }
     p = tmp_path / "t.json"
     p.write_text(json.dumps(doc))
     t = tracedoc.load(p)
@@ -83,11 +86,24 @@ def test_device_properties_and_compute_properties(tmp_path):
     b = dataloader_bound()
     t = tracedoc.load(b.write(tmp_path / "t.json"))
     d = t.devices[0]
-    assert (d.name, d.total_memory_bytes, d.compute_capability, d.num_sms, d.vendor) == \
-        ("Tesla V100-SXM2-32GB", 34089730048, (7, 0), 80, "NVIDIA")
+    assert (d.name, d.total_memory_bytes, d.compute_capability, d.num_sms, d.vendor) == (
+        "Tesla V100-SXM2-32GB",
+        34089730048,
+        (7, 0),
+        80,
+        "NVIDIA",
+    )
     doc = b.doc()
-    doc["computeProperties"] = [{"id": 0, "name": "Tesla V100-DGXS-32GB", "totalGlobalMem": 34084028416,
-                                 "major": 7, "minor": 0, "multiProcessorCount": 80}]
+    doc["computeProperties"] = [
+        {
+            "id": 0,
+            "name": "Tesla V100-DGXS-32GB",
+            "totalGlobalMem": 34084028416,
+            "major": 7,
+            "minor": 0,
+            "multiProcessorCount": 80,
+        }
+    ]
     del doc["deviceProperties"]
     p = tmp_path / "legacy.json"
     p.write_text(json.dumps(doc))
@@ -96,13 +112,32 @@ def test_device_properties_and_compute_properties(tmp_path):
 
 
 def test_hip_runtime_marks_amd(tmp_path):
-    b = TraceBuilder(devices=[{"id": 0, "name": "AMD Instinct MI250X", "totalGlobalMem": 68702699520,
-                               "computeMajor": 9, "computeMinor": 0}])
+    b = TraceBuilder(
+        devices=[
+            {
+                "id": 0,
+                "name": "AMD Instinct MI250X",
+                "totalGlobalMem": 68702699520,
+                "computeMajor": 9,
+                "computeMinor": 0,
+            }
+        ]
+    )
     b.step(1, 0, 100)
     b.op("aten::mm", 0, 50)
     corr = b._launch("hipLaunchKernel", 10, 5)
-    b.events.append({"ph": "X", "cat": "kernel", "name": "Cijk_Alik_Bljk_MFMA", "pid": 0, "tid": 0,
-                     "ts": b.base + 20, "dur": 10, "args": {"device": 0, "stream": 0, "correlation": corr}})
+    b.events.append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "Cijk_Alik_Bljk_MFMA",
+            "pid": 0,
+            "tid": 0,
+            "ts": b.base + 20,
+            "dur": 10,
+            "args": {"device": 0, "stream": 0, "correlation": corr},
+        }
+    )
     t = tracedoc.load(b.write(tmp_path / "t.json"))
     assert t.devices[0].vendor == "AMD"
     assert t.runtime["kind"].tolist() == ["launch"]
@@ -114,14 +149,17 @@ def test_memcpy_kinds_and_memory_events(tmp_path):
     b.memcpy("HtoD", "Pinned", 8192, 130, 140, 10)
     b.memory(5, 1e9).memory(6, 3e9).memory(7, 2e9, device_type=0)
     t = tracedoc.load(b.write(tmp_path / "t.json"))
-    assert t.memcpys[["copy_kind", "src_memory", "dst_memory"]].values.tolist() == \
-        [["HtoD", "Pageable", "Device"], ["HtoD", "Pinned", "Device"]]
+    assert t.memcpys[["copy_kind", "src_memory", "dst_memory"]].values.tolist() == [
+        ["HtoD", "Pageable", "Device"],
+        ["HtoD", "Pinned", "Device"],
+    ]
     assert t.memcpys["bytes"].tolist() == [4096, 8192]
     assert t.memory["total_allocated_bytes"].tolist() == [1e9, 3e9, 2e9]
     assert t.memory["device_type"].tolist() == [1, 1, 0]
 
 
 # ---- bad input: one line naming the file and the problem --------------------------
+
 
 def _write(tmp_path, name, data: bytes):
     p = tmp_path / name
@@ -133,20 +171,41 @@ BAD_INPUTS = {
     "truncated_gzip": (lambda: gzip.compress(json.dumps(dataloader_bound().doc()).encode())[:200], "truncated gzip"),
     "corrupt_gzip": (lambda: b"\x1f\x8b" + b"\x00" * 40, "gzip"),
     "invalid_json": (lambda: b'{"traceEvents": [', "invalid JSON"),
-    "bare_nan": (lambda: b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": NaN, "dur": 1}]}', "invalid JSON"),
-    "bare_inf": (lambda: b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": Infinity}]}', "invalid JSON"),
+    "bare_nan": (
+        lambda: b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": NaN, "dur": 1}]}',
+        "invalid JSON",
+    ),
+    "bare_inf": (
+        lambda: b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": Infinity}]}',
+        "invalid JSON",
+    ),
     "empty_file": (lambda: b"", "empty file"),
     "whitespace_only": (lambda: b"  \n", "empty file"),
     "json_array": (lambda: b'[{"ph": "X"}]', "JSON array"),
     "no_trace_events": (lambda: b'{"name": "not a trace", "version": 3}', "no 'traceEvents'"),
     "trace_events_not_list": (lambda: b'{"traceEvents": {"a": 1}}', "'traceEvents' is a object, expected a list"),
     "event_not_object": (lambda: b'{"traceEvents": [1, 2]}', "event #0 is a number"),
-    "ts_wrong_type": (lambda: b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "12", "dur": 1}]}', "'ts' is a string"),
-    "dur_wrong_type": (lambda: b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": [1]}]}', "'dur' is a array"),
-    "name_wrong_type": (lambda: b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": 5, "ts": 1, "dur": 1}]}', "'name' is a number"),
-    "args_wrong_type": (lambda: b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, "args": "x"}]}', "'args' is a string"),
+    "ts_wrong_type": (
+        lambda: b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "12", "dur": 1}]}',
+        "'ts' is a string",
+    ),
+    "dur_wrong_type": (
+        lambda: b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": [1]}]}',
+        "'dur' is a array",
+    ),
+    "name_wrong_type": (
+        lambda: b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": 5, "ts": 1, "dur": 1}]}',
+        "'name' is a number",
+    ),
+    "args_wrong_type": (
+        lambda: b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, "args": "x"}]}',
+        "'args' is a string",
+    ),
     "empty_trace": (lambda: b'{"traceEvents": []}', "trace has no events"),
-    "foreign_trace": (lambda: b'{"traceEvents": [{"ph": "X", "cat": "blink", "name": "Paint", "ts": 1, "dur": 3}]}', "none from the PyTorch profiler"),
+    "foreign_trace": (
+        lambda: b'{"traceEvents": [{"ph": "X", "cat": "blink", "name": "Paint", "ts": 1, "dur": 3}]}',
+        "none from the PyTorch profiler",
+    ),
     "number_top_level": (lambda: b"42", "top level is a JSON int"),
 }
 

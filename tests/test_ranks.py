@@ -6,10 +6,10 @@ import json
 import shutil
 
 import pytest
+from conftest import FIXTURES
+from tracebuilder import TraceBuilder, dataloader_bound
 from typer.testing import CliRunner
 
-from conftest import SHARED_TRACES
-from tracebuilder import TraceBuilder, dataloader_bound
 from tracedoc.cli import app
 from tracedoc.errors import TraceLoadError
 from tracedoc.ranks import analyze_directory, rank_from_filename
@@ -17,16 +17,19 @@ from tracedoc.ranks import analyze_directory, rank_from_filename
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("name,rank", [
-    ("rank-3.Apr_03_18_51_38.1102.pt.trace.json.gz", 3),
-    ("worker0_rank_12_step.json", 12),
-    ("rank7.json", 7),
-    ("job.RANK-2.json.gz", 2),
-    ("trace_rank_0.pt.trace.json", 0),
-    ("worker0.1623143089861.pt.trace.json.gz", None),
-    ("frankly.json", None),
-    ("ranked-3.json", None),
-])
+@pytest.mark.parametrize(
+    "name,rank",
+    [
+        ("rank-3.Apr_03_18_51_38.1102.pt.trace.json.gz", 3),
+        ("worker0_rank_12_step.json", 12),
+        ("rank7.json", 7),
+        ("job.RANK-2.json.gz", 2),
+        ("trace_rank_0.pt.trace.json", 0),
+        ("worker0.1623143089861.pt.trace.json.gz", None),
+        ("frankly.json", None),
+        ("ranked-3.json", None),
+    ],
+)
 def test_rank_from_filename(name, rank):
     assert rank_from_filename(name) == rank
 
@@ -133,13 +136,12 @@ def test_traces_without_any_rank_are_listed_by_file(tmp_path):
     assert list(mr.summary["step_time_ms"]) == ["a.json", "b.json"]
 
 
-@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/traces absent")
 def test_real_traces_as_ranks(tmp_path):
     d = tmp_path / "ranks"
     d.mkdir()
-    shutil.copy(SHARED_TRACES / "v100_resnet50_ddp_gpu_bound.pt.trace.json.gz", d / "a.json.gz")  # rank 0 inside
-    shutil.copy(SHARED_TRACES / "v100_resnet50_workers0.pt.trace.json.gz", d / "w0_rank_1.json.gz")
-    shutil.copy(SHARED_TRACES / "v100_resnet50_workers4.pt.trace.json.gz", d / "rank-2.json.gz")
+    shutil.copy(FIXTURES / "v100_resnet50_ddp_gpu_bound.pt.trace.json.gz", d / "a.json.gz")  # rank 0 inside
+    shutil.copy(FIXTURES / "v100_resnet50_workers0.pt.trace.json.gz", d / "w0_rank_1.json.gz")
+    shutil.copy(FIXTURES / "v100_resnet50_workers4.pt.trace.json.gz", d / "rank-2.json.gz")
     r = runner.invoke(app, ["analyze", str(d), "--format", "json", "--exit-zero"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)

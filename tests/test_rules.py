@@ -4,14 +4,22 @@ one rule), the meta-test that every rule has both, and the expression evaluator.
 from __future__ import annotations
 
 import pytest
+from tracebuilder import budget_rule_toml
 
 from tracedoc.engine import rank_findings
 from tracedoc.engine.expr import Expr
-from tracedoc.engine.rules import (DOC_SECTIONS, Finding, Fix, Skipped, builtin_rules, load_rule_file,
-                                   parse_rule, select_rules)
+from tracedoc.engine.rules import (
+    DOC_SECTIONS,
+    Finding,
+    Fix,
+    Skipped,
+    builtin_rules,
+    load_rule_file,
+    parse_rule,
+    select_rules,
+)
 from tracedoc.errors import RuleError
 from tracedoc.signals import SignalUnavailable
-from tracebuilder import budget_rule_toml
 
 RULES = builtin_rules()
 CASES = [(r, i, case) for r in RULES for i, case in enumerate(r.tests)]
@@ -25,6 +33,7 @@ def getter(case):
         if name in unavailable or name not in values:
             raise SignalUnavailable("not in this case")
         return values[name]
+
     return get
 
 
@@ -45,9 +54,14 @@ def test_rule_case(rule, i, case):
 
 def test_the_public_rules():
     assert {r.name: r.code for r in RULES} == {
-        "dataloader-stall": "TD101", "pageable-h2d-copy": "TD102", "h2d-copy-share": "TD103",
-        "launch-bound-gpu-idle": "TD201", "zero-grad-kernels": "TD202", "no-tensor-core-use": "TD301",
-        "low-gpu-memory-use": "TD401"}
+        "dataloader-stall": "TD101",
+        "pageable-h2d-copy": "TD102",
+        "h2d-copy-share": "TD103",
+        "launch-bound-gpu-idle": "TD201",
+        "zero-grad-kernels": "TD202",
+        "no-tensor-core-use": "TD301",
+        "low-gpu-memory-use": "TD401",
+    }
     safety = {r.name: r.fix.safety for r in RULES}
     assert safety["dataloader-stall"] == safety["pageable-h2d-copy"] == safety["h2d-copy-share"] == "safe"
     assert safety["no-tensor-core-use"] == safety["low-gpu-memory-use"] == "unsafe"
@@ -70,14 +84,17 @@ def test_budget_rule_from_a_user_file(tmp_path):
     assert rule.evaluate(lambda n: 100.0) is None
 
 
-@pytest.mark.parametrize("src,problem", [
-    ("__import__('os').system('x')", "not allowed"),
-    ("step_time_ms.real > 1", "not allowed"),
-    ("[1][0] > 0", "not allowed"),
-    ("'a' == 'a'", "constants"),
-    ("step_time_ms >", "invalid expression"),
-    ("lambda: 1", "not allowed"),
-])
+@pytest.mark.parametrize(
+    "src,problem",
+    [
+        ("__import__('os').system('x')", "not allowed"),
+        ("step_time_ms.real > 1", "not allowed"),
+        ("[1][0] > 0", "not allowed"),
+        ("'a' == 'a'", "constants"),
+        ("step_time_ms >", "invalid expression"),
+        ("lambda: 1", "not allowed"),
+    ],
+)
 def test_expression_whitelist(src, problem):
     with pytest.raises(RuleError, match=problem):
         Expr(src)
@@ -92,24 +109,34 @@ def test_expression_evaluation():
 
 
 def _rule_dict(**over):
-    d = {"code": "X1", "name": "x-rule", "severity": "info", "summary": "s", "condition": "step_time_ms > 1",
-         "message": "m", "fix": {"summary": "f", "safety": "safe"},
-         "docs": {s: "d" for s in DOC_SECTIONS}}
+    d = {
+        "code": "X1",
+        "name": "x-rule",
+        "severity": "info",
+        "summary": "s",
+        "condition": "step_time_ms > 1",
+        "message": "m",
+        "fix": {"summary": "f", "safety": "safe"},
+        "docs": {s: "d" for s in DOC_SECTIONS},
+    }
     d.update(over)
     return d
 
 
-@pytest.mark.parametrize("over,problem", [
-    ({"condition": "no_such_signal > 1"}, "unknown signal"),
-    ({"message": "{no_such_signal}"}, "unknown signal"),
-    ({"message": "{step_time_ms.__class__}"}, "not a signal name"),
-    ({"condition": "top_h2d_copies > 1"}, "table signal"),
-    ({"severity": "fatal"}, "severity"),
-    ({"name": "Not_Kebab"}, "kebab-case"),
-    ({"code": "td-1"}, "code"),
-    ({"fix": {"summary": "f", "safety": "maybe"}}, "fix.safety"),
-    ({"docs": {"what": "only this"}}, "lacks"),
-])
+@pytest.mark.parametrize(
+    "over,problem",
+    [
+        ({"condition": "no_such_signal > 1"}, "unknown signal"),
+        ({"message": "{no_such_signal}"}, "unknown signal"),
+        ({"message": "{step_time_ms.__class__}"}, "not a signal name"),
+        ({"condition": "top_h2d_copies > 1"}, "table signal"),
+        ({"severity": "fatal"}, "severity"),
+        ({"name": "Not_Kebab"}, "kebab-case"),
+        ({"code": "td-1"}, "code"),
+        ({"fix": {"summary": "f", "safety": "maybe"}}, "fix.safety"),
+        ({"docs": {"what": "only this"}}, "lacks"),
+    ],
+)
 def test_rule_validation(over, problem):
     with pytest.raises(RuleError, match=problem):
         parse_rule(_rule_dict(**over), "test.toml")
@@ -126,6 +153,10 @@ def test_select_and_ignore_by_code_prefix_and_name():
 
 def test_ranking_by_estimated_saving():
     fix = Fix("f", "safe")
-    fs = [Finding("A1", "a", "info", "", None, "", {}, fix), Finding("B1", "b", "info", "", 5.0, "", {}, fix),
-          Finding("C1", "c", "error", "", 50.0, "", {}, fix), Finding("D1", "d", "error", "", 5.0, "", {}, fix)]
+    fs = [
+        Finding("A1", "a", "info", "", None, "", {}, fix),
+        Finding("B1", "b", "info", "", 5.0, "", {}, fix),
+        Finding("C1", "c", "error", "", 50.0, "", {}, fix),
+        Finding("D1", "d", "error", "", 5.0, "", {}, fix),
+    ]
     assert [f.code for f in rank_findings(fs)] == ["C1", "D1", "B1", "A1"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tracebuilder import A100, P100, TraceBuilder, dataloader_bound
 
 import tracedoc
 from tracedoc.signals import SIGNALS, SignalContext, SignalUnavailable
 from tracedoc.signals.intervals import merge, overlap_per_window, subtract
-from tracebuilder import A100, P100, TraceBuilder, dataloader_bound
 
 
 def ctx_of(builder: TraceBuilder, tmp_path) -> SignalContext:
@@ -17,25 +17,38 @@ def ctx_of(builder: TraceBuilder, tmp_path) -> SignalContext:
 
 # ---- interval arithmetic ----------------------------------------------------------
 
+
 def test_merge_and_overlap():
     s, e = merge(np.array([5.0, 0.0, 2.0, 10.0]), np.array([7.0, 3.0, 4.0, 10.0]))
     assert s.tolist() == [0.0, 5.0] and e.tolist() == [4.0, 7.0]  # empty [10,10) dropped
     got = overlap_per_window(np.array([0.0, 5.0]), np.array([4.0, 7.0]), np.array([1.0, 4.0]), np.array([4.0, 6.0]))
     assert got.tolist() == [3.0, 1.0]
     s, e = subtract(np.array([0.0]), np.array([10.0]), np.array([2.0, 6.0]), np.array([3.0, 8.0]))
-    assert list(zip(s, e)) == [(0.0, 2.0), (3.0, 6.0), (8.0, 10.0)]
+    assert list(zip(s, e, strict=False)) == [(0.0, 2.0), (3.0, 6.0), (8.0, 10.0)]
 
 
 # ---- steps and breakdown -------------------------------------------------------------
+
 
 def test_step_count_time_and_breakdown(tmp_path):
     # per 1000 µs step: DataLoader 400, kernel 500, launch 5, cpu op 40 (35 outside the launch), idle 60
     c = ctx_of(dataloader_bound(), tmp_path)
     assert c.get("step_count") == 3
     assert c.get("step_time_ms") == pytest.approx(1.0)
-    shares = {k: c.get(f"{k}_share") for k in ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")}
-    assert shares == pytest.approx({"kernel": 0.5, "memcpy": 0.0, "memset": 0.0, "runtime": 0.005,
-                                    "dataloader": 0.4, "cpu_exec": 0.035, "other": 0.06})
+    shares = {
+        k: c.get(f"{k}_share") for k in ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
+    }
+    assert shares == pytest.approx(
+        {
+            "kernel": 0.5,
+            "memcpy": 0.0,
+            "memset": 0.0,
+            "runtime": 0.005,
+            "dataloader": 0.4,
+            "cpu_exec": 0.035,
+            "other": 0.06,
+        }
+    )
     assert sum(shares.values()) == pytest.approx(1.0)
     assert c.get("dataloader_ms") == pytest.approx(0.4)
     rows = c.get("step_breakdown")
@@ -48,8 +61,8 @@ def test_breakdown_priority_kernel_hides_dataloader(tmp_path):
     b = TraceBuilder()
     b.step(1, 0, 1000)
     b.op("aten::mm", 0, 20)
-    b.kernel("volta_sgemm_128x64_nn", 5, 30, 600)   # kernel 30..630
-    b.dataloader(400, 400)                           # 400..800: 230 µs overlapped by the kernel
+    b.kernel("volta_sgemm_128x64_nn", 5, 30, 600)  # kernel 30..630
+    b.dataloader(400, 400)  # 400..800: 230 µs overlapped by the kernel
     c = ctx_of(b, tmp_path)
     assert c.get("kernel_share") == pytest.approx(0.6)
     assert c.get("dataloader_share") == pytest.approx(0.17)
@@ -59,11 +72,12 @@ def test_gpu_work_trailing_cpu_extends_step_window(tmp_path):
     b = TraceBuilder()
     b.step(1, 0, 100).step(2, 100, 100)
     b.op("aten::mm", 10, 20)
-    b.kernel("k1", 15, 20, 250)      # launched in step 1, runs until 270: step 1 window ends at 270
+    b.kernel("k1", 15, 20, 250)  # launched in step 1, runs until 270: step 1 window ends at 270
     b.op("aten::mm", 110, 20)
-    b.kernel("k2", 115, 270, 100)    # step 2 window: [270, 370]
+    b.kernel("k2", 115, 270, 100)  # step 2 window: [270, 370]
     c = ctx_of(b, tmp_path)
     from tracedoc.signals.steps import step_windows
+
     w = step_windows(c)
     assert w["start_us"].tolist() == [0.0, 270.0]
     assert w["end_us"].tolist() == [270.0, 370.0]
@@ -76,7 +90,7 @@ def test_truncated_last_step_excluded(tmp_path):
         t0 = i * 100.0
         b.step(i + 1, t0, 100)
         b.op("aten::add", t0, 50)
-        n = 10 if i < 2 else 3          # the last step launched 3 of 10 kernels: cut off
+        n = 10 if i < 2 else 3  # the last step launched 3 of 10 kernels: cut off
         for k in range(n):
             b.kernel("elementwise_kernel", t0 + 2 + k * 4, t0 + 3 + k * 4, 2, launch_dur=2)
     c = ctx_of(b, tmp_path)
@@ -87,7 +101,7 @@ def test_truncated_last_step_excluded(tmp_path):
 def test_no_steps_uses_whole_trace(tmp_path):
     b = TraceBuilder()
     b.op("aten::mm", 0, 20)
-    b.kernel("volta_sgemm_128x64_nn", 5, 20, 80)   # trace spans 0..100
+    b.kernel("volta_sgemm_128x64_nn", 5, 20, 80)  # trace spans 0..100
     c = ctx_of(b, tmp_path)
     assert c.get("step_count") == 0
     assert c.get("step_time_ms") == pytest.approx(0.1)
@@ -98,16 +112,17 @@ def test_no_steps_uses_whole_trace(tmp_path):
 
 # ---- GPU busy and idle --------------------------------------------------------------------
 
+
 def test_busy_idle_and_host_wait_split(tmp_path):
     b = TraceBuilder()
     b.step(1, 0, 1000)
     b.op("aten::a", 0, 20)
-    b.kernel("k1", 10, 100, 100)      # 100..200, launched at 10 (queued before the gap 0..100 started? no: gap starts at 0)
+    b.kernel("k1", 10, 100, 100)  # 100..200, launched at 10 (queued before the gap 0..100 started? no: gap starts at 0)
     b.op("aten::b", 20, 20)
-    b.kernel("k2", 30, 300, 200)      # launched at 30 < gap start 200: kernel-wait gap 200..300
+    b.kernel("k2", 30, 300, 200)  # launched at 30 < gap start 200: kernel-wait gap 200..300
     b.op("aten::c", 600, 20)
-    b.kernel("k3", 650, 660, 300)     # launched at 650 >= gap start 500: host-wait gap 500..660
-    c = ctx_of(b, tmp_path)           # trailing 960..1000: nothing follows -> kernel-wait
+    b.kernel("k3", 650, 660, 300)  # launched at 650 >= gap start 500: host-wait gap 500..660
+    c = ctx_of(b, tmp_path)  # trailing 960..1000: nothing follows -> kernel-wait
     assert c.get("gpu_busy_share") == pytest.approx(0.6)
     assert c.get("gpu_idle_share") == pytest.approx(0.4)
     assert c.get("idle_host_wait_share") == pytest.approx((100 + 160) / 1000)
@@ -128,14 +143,22 @@ def test_gpu_signals_unavailable_without_kernels(tmp_path):
     b = TraceBuilder(devices=[])
     b.step(1, 0, 100).op("aten::add", 10, 10)
     c = ctx_of(b, tmp_path)
-    for name in ("gpu_busy_share", "idle_host_wait_share", "launch_idle_share", "h2d_share",
-                 "tensor_core_kernel_share", "has_tensor_cores", "peak_memory_share"):
+    for name in (
+        "gpu_busy_share",
+        "idle_host_wait_share",
+        "launch_idle_share",
+        "h2d_share",
+        "tensor_core_kernel_share",
+        "has_tensor_cores",
+        "peak_memory_share",
+    ):
         with pytest.raises(SignalUnavailable):
             c.get(name)
     assert c.get("cpu_exec_share") == pytest.approx(0.1)
 
 
 # ---- H2D copies -----------------------------------------------------------------------------
+
 
 def test_h2d_signals(tmp_path):
     b = TraceBuilder()
@@ -160,6 +183,7 @@ def test_h2d_signals(tmp_path):
 
 # ---- Tensor Cores -----------------------------------------------------------------------
 
+
 def _tc_trace(kernel_names, device=None):
     b = TraceBuilder(devices=[device] if device else None)
     b.step(1, 0, 10_000)
@@ -172,11 +196,13 @@ def _tc_trace(kernel_names, device=None):
 
 
 def test_tensor_core_shares(tmp_path):
-    b = _tc_trace([
-        ("aten::mm", "volta_sgemm_128x64_nn", 300),                        # eligible, not TC
-        ("aten::cudnn_convolution", "volta_h884cudnn_256x128_ldg8_relu", 200),  # TC
-        ("aten::add_", "vectorized_elementwise_kernel", 500),               # not eligible
-    ])
+    b = _tc_trace(
+        [
+            ("aten::mm", "volta_sgemm_128x64_nn", 300),  # eligible, not TC
+            ("aten::cudnn_convolution", "volta_h884cudnn_256x128_ldg8_relu", 200),  # TC
+            ("aten::add_", "vectorized_elementwise_kernel", 500),  # not eligible
+        ]
+    )
     c = ctx_of(b, tmp_path)
     assert c.get("has_tensor_cores") is True
     assert c.get("tensor_core_kernel_share") == pytest.approx(0.2)
@@ -207,6 +233,7 @@ def test_has_tensor_cores_by_compute_capability(tmp_path):
 
 # ---- optimizer.zero_grad ---------------------------------------------------------------
 
+
 def test_zero_grad_signals(tmp_path):
     b = TraceBuilder()
     for i in range(2):
@@ -227,6 +254,7 @@ def test_zero_grad_signals(tmp_path):
 
 
 # ---- memory ------------------------------------------------------------------------------
+
 
 def test_peak_memory_share(tmp_path):
     b = dataloader_bound(n_steps=1)

@@ -13,12 +13,30 @@ from typing import Any
 
 BASE_US = 1_700_000_000_000_000
 
-V100 = {"id": 0, "name": "Tesla V100-SXM2-32GB", "totalGlobalMem": 34089730048, "computeMajor": 7,
-        "computeMinor": 0, "numSms": 80}
-A100 = {"id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85899345920, "computeMajor": 8,
-        "computeMinor": 0, "numSms": 108}
-P100 = {"id": 0, "name": "Tesla P100-PCIE-16GB", "totalGlobalMem": 17071734784, "computeMajor": 6,
-        "computeMinor": 0, "numSms": 56}
+V100 = {
+    "id": 0,
+    "name": "Tesla V100-SXM2-32GB",
+    "totalGlobalMem": 34089730048,
+    "computeMajor": 7,
+    "computeMinor": 0,
+    "numSms": 80,
+}
+A100 = {
+    "id": 0,
+    "name": "NVIDIA A100-SXM4-80GB",
+    "totalGlobalMem": 85899345920,
+    "computeMajor": 8,
+    "computeMinor": 0,
+    "numSms": 108,
+}
+P100 = {
+    "id": 0,
+    "name": "Tesla P100-PCIE-16GB",
+    "totalGlobalMem": 17071734784,
+    "computeMajor": 6,
+    "computeMinor": 0,
+    "numSms": 56,
+}
 
 
 class TraceBuilder:
@@ -35,63 +53,141 @@ class TraceBuilder:
     def _cat(self, new: str) -> str:
         if not self.old:
             return new
-        return {"cpu_op": "Operator", "user_annotation": "Operator", "kernel": "Kernel",
-                "cuda_runtime": "Runtime", "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}[new]
+        return {
+            "cpu_op": "Operator",
+            "user_annotation": "Operator",
+            "kernel": "Kernel",
+            "cuda_runtime": "Runtime",
+            "gpu_memcpy": "Memcpy",
+            "gpu_memset": "Memset",
+        }[new]
 
-    def op(self, name: str, ts: float, dur: float, cat: str = "cpu_op", tid: Any = None) -> "TraceBuilder":
-        self.events.append({"ph": "X", "cat": self._cat(cat), "name": name, "pid": self.pid,
-                            "tid": self.tid if tid is None else tid, "ts": self.base + ts, "dur": dur,
-                            "args": {"External id": len(self.events)}})
+    def op(self, name: str, ts: float, dur: float, cat: str = "cpu_op", tid: Any = None) -> TraceBuilder:
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": self._cat(cat),
+                "name": name,
+                "pid": self.pid,
+                "tid": self.tid if tid is None else tid,
+                "ts": self.base + ts,
+                "dur": dur,
+                "args": {"External id": len(self.events)},
+            }
+        )
         return self
 
-    def step(self, n: int, ts: float, dur: float) -> "TraceBuilder":
+    def step(self, n: int, ts: float, dur: float) -> TraceBuilder:
         return self.op(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
 
-    def dataloader(self, ts: float, dur: float) -> "TraceBuilder":
+    def dataloader(self, ts: float, dur: float) -> TraceBuilder:
         return self.op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", ts, dur)
 
     def _launch(self, name: str, ts: float, dur: float) -> int:
         self._corr += 1
-        self.events.append({"ph": "X", "cat": self._cat("cuda_runtime"), "name": name, "pid": self.pid,
-                            "tid": self.tid, "ts": self.base + ts, "dur": dur,
-                            "args": {"correlation": self._corr}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": self._cat("cuda_runtime"),
+                "name": name,
+                "pid": self.pid,
+                "tid": self.tid,
+                "ts": self.base + ts,
+                "dur": dur,
+                "args": {"correlation": self._corr},
+            }
+        )
         return self._corr
 
-    def kernel(self, name: str, launch_ts: float, ts: float, dur: float, launch_dur: float = 5.0,
-               device: int = 0, stream: int = 7) -> "TraceBuilder":
+    def kernel(
+        self,
+        name: str,
+        launch_ts: float,
+        ts: float,
+        dur: float,
+        launch_dur: float = 5.0,
+        device: int = 0,
+        stream: int = 7,
+    ) -> TraceBuilder:
         corr = self._launch("cudaLaunchKernel", launch_ts, launch_dur)
-        self.events.append({"ph": "X", "cat": self._cat("kernel"), "name": name, "pid": device,
-                            "tid": f"stream {stream}", "ts": self.base + ts, "dur": dur,
-                            "args": {"device": device, "stream": stream, "correlation": corr}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": self._cat("kernel"),
+                "name": name,
+                "pid": device,
+                "tid": f"stream {stream}",
+                "ts": self.base + ts,
+                "dur": dur,
+                "args": {"device": device, "stream": stream, "correlation": corr},
+            }
+        )
         return self
 
-    def memcpy(self, kind: str, src: str, nbytes: int, launch_ts: float, ts: float, dur: float,
-               dst: str = "Device") -> "TraceBuilder":
+    def memcpy(
+        self, kind: str, src: str, nbytes: int, launch_ts: float, ts: float, dur: float, dst: str = "Device"
+    ) -> TraceBuilder:
         corr = self._launch("cudaMemcpyAsync", launch_ts, 5.0)
-        self.events.append({"ph": "X", "cat": self._cat("gpu_memcpy"), "name": f"Memcpy {kind} ({src} -> {dst})",
-                            "pid": 0, "tid": "stream 7", "ts": self.base + ts, "dur": dur,
-                            "args": {"device": 0, "stream": 7, "correlation": corr, "bytes": nbytes}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": self._cat("gpu_memcpy"),
+                "name": f"Memcpy {kind} ({src} -> {dst})",
+                "pid": 0,
+                "tid": "stream 7",
+                "ts": self.base + ts,
+                "dur": dur,
+                "args": {"device": 0, "stream": 7, "correlation": corr, "bytes": nbytes},
+            }
+        )
         return self
 
-    def memset(self, launch_ts: float, ts: float, dur: float) -> "TraceBuilder":
+    def memset(self, launch_ts: float, ts: float, dur: float) -> TraceBuilder:
         corr = self._launch("cudaMemsetAsync", launch_ts, 3.0)
-        self.events.append({"ph": "X", "cat": self._cat("gpu_memset"), "name": "Memset (Device)", "pid": 0,
-                            "tid": "stream 7", "ts": self.base + ts, "dur": dur,
-                            "args": {"device": 0, "stream": 7, "correlation": corr, "bytes": 64}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": self._cat("gpu_memset"),
+                "name": "Memset (Device)",
+                "pid": 0,
+                "tid": "stream 7",
+                "ts": self.base + ts,
+                "dur": dur,
+                "args": {"device": 0, "stream": 7, "correlation": corr, "bytes": 64},
+            }
+        )
         return self
 
-    def memory(self, ts: float, total_allocated: float, device_type: int = 1, device_id: int = 0,
-               delta: float = 0) -> "TraceBuilder":
-        self.events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": self.pid,
-                            "tid": self.tid, "ts": self.base + ts,
-                            "args": {"Device Type": device_type, "Device Id": device_id, "Bytes": delta,
-                                     "Total Allocated": total_allocated, "Total Reserved": total_allocated}})
+    def memory(
+        self, ts: float, total_allocated: float, device_type: int = 1, device_id: int = 0, delta: float = 0
+    ) -> TraceBuilder:
+        self.events.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "cat": "cpu_instant_event",
+                "name": "[memory]",
+                "pid": self.pid,
+                "tid": self.tid,
+                "ts": self.base + ts,
+                "args": {
+                    "Device Type": device_type,
+                    "Device Id": device_id,
+                    "Bytes": delta,
+                    "Total Allocated": total_allocated,
+                    "Total Reserved": total_allocated,
+                },
+            }
+        )
         return self
 
     def doc(self) -> dict[str, Any]:
-        return {"schemaVersion": 1, "deviceProperties": self.devices,
-                "traceEvents": [{"ph": "M", "name": "process_name", "pid": self.pid, "tid": 0,
-                                 "args": {"name": "python"}}] + self.events}
+        return {
+            "schemaVersion": 1,
+            "deviceProperties": self.devices,
+            "traceEvents": [{"ph": "M", "name": "process_name", "pid": self.pid, "tid": 0, "args": {"name": "python"}}]
+            + self.events,
+        }
 
     def write(self, path: Path, gz: bool = False) -> Path:
         data = json.dumps(self.doc()).encode()
@@ -110,8 +206,7 @@ def dataloader_bound(n_steps: int = 3, step_us: float = 1000.0, dl_us: float = 4
         b.step(i + 1, t0, step_us)
         b.dataloader(t0, dl_us)
         b.op("aten::conv2d", t0 + dl_us, 40.0)
-        b.kernel("volta_scudnn_128x64_relu_medium_nn_v1", t0 + dl_us + 10, t0 + dl_us + 50,
-                 step_us - dl_us - 100)
+        b.kernel("volta_scudnn_128x64_relu_medium_nn_v1", t0 + dl_us + 10, t0 + dl_us + 50, step_us - dl_us - 100)
     return b
 
 

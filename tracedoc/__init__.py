@@ -11,11 +11,15 @@ large trace in parallel worker processes while pandas is still being imported.
 
 __version__ = "0.1.0"
 
-from tracedoc.errors import TraceLoadError, TracedocError  # noqa: E402
+from tracedoc.errors import TracedocError, TraceLoadError  # noqa: E402
 from tracedoc.load import load  # noqa: E402
 
-_LAZY = {"analyze": "tracedoc.engine", "analyze_trace": "tracedoc.engine", "Trace": "tracedoc.trace",
-         "Report": "tracedoc.report"}
+_LAZY = {
+    "analyze": "tracedoc.engine",
+    "analyze_trace": "tracedoc.engine",
+    "Trace": "tracedoc.trace",
+    "Report": "tracedoc.report",
+}
 
 
 def __getattr__(name: str):

@@ -20,8 +20,12 @@ from rich.markup import escape
 from tracedoc import __version__
 from tracedoc.errors import TracedocError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Diagnose PyTorch Profiler traces: ranked findings with evidence, estimated savings and fixes.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Diagnose PyTorch Profiler traces: ranked findings with evidence, estimated savings and fixes.",
+)
 err_console = Console(stderr=True, highlight=False)
 
 
@@ -40,7 +44,7 @@ class Level(str, Enum):
 _LEVELS = {"info": 0, "warning": 1, "error": 2}
 
 
-def fail(message: str, code: int = 2) -> "typer.Exit":
+def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``tracedoc: error: message`` on one stderr line and return the Exit to raise."""
     err_console.print(f"tracedoc: error: {escape(message)}", soft_wrap=True)
     return typer.Exit(code)
@@ -53,8 +57,11 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def main_callback(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                               help="Print the version and exit.")) -> None:
+def main_callback(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """tracedoc: diagnose PyTorch Profiler (Kineto) traces."""
 
 
@@ -71,12 +78,25 @@ def analyze(
     format: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
     fail_on: Level = typer.Option(Level.info, "--fail-on", help="Exit 1 when a finding has this severity or higher."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when there are findings."),
-    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules (code, code prefix or name); repeatable."),
-    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules (code, code prefix or name); repeatable."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
-                                       help="Worker processes for a directory of per-rank traces (default: min(CPUs, traces))."),
-    rules: Optional[List[Path]] = typer.Option(None, "--rules", metavar="PATH",
-                                               help="Extra rule files (TOML) or folders of them, e.g. a CI budget; repeatable."),
+    select: Optional[List[str]] = typer.Option(
+        None, "--select", help="Only these rules (code, code prefix or name); repeatable."
+    ),
+    ignore: Optional[List[str]] = typer.Option(
+        None, "--ignore", help="Skip these rules (code, code prefix or name); repeatable."
+    ),
+    jobs: Optional[int] = typer.Option(
+        None,
+        "--jobs",
+        "-j",
+        min=1,
+        help="Worker processes for a directory of per-rank traces (default: min(CPUs, traces)).",
+    ),
+    rules: Optional[List[Path]] = typer.Option(
+        None,
+        "--rules",
+        metavar="PATH",
+        help="Extra rule files (TOML) or folders of them, e.g. a CI budget; repeatable.",
+    ),
 ) -> None:
     """Analyze a trace (or a directory of per-rank traces) and print ranked findings."""
     from tracedoc.progress import progress_for
@@ -86,8 +106,14 @@ def analyze(
             if trace.is_dir():
                 from tracedoc.ranks import analyze_directory
 
-                report = analyze_directory(trace, jobs=jobs, select=select, ignore=ignore, progress=progress,
-                                           rule_paths=[str(r) for r in rules or []])
+                report = analyze_directory(
+                    trace,
+                    jobs=jobs,
+                    select=select,
+                    ignore=ignore,
+                    progress=progress,
+                    rule_paths=[str(r) for r in rules or []],
+                )
             else:
                 from tracedoc.load import load
 
@@ -104,13 +130,15 @@ def analyze(
                 report = analyze_trace(loaded, rules=extra, select=select, ignore=ignore)
                 del loaded
     except TracedocError as exc:
-        raise fail(str(exc), exc.exit_code)
+        raise fail(str(exc), exc.exit_code) from None
     except MemoryError:
-        raise fail(f"{trace}: out of memory while analyzing")
+        raise fail(f"{trace}: out of memory while analyzing") from None
     except Exception as exc:  # never a traceback for a bad trace
         if os.environ.get("TRACEDOC_DEBUG"):
             raise
-        raise fail(f"{trace}: cannot analyze ({type(exc).__name__}: {exc}); set TRACEDOC_DEBUG=1 for a traceback")
+        raise fail(
+            f"{trace}: cannot analyze ({type(exc).__name__}: {exc}); set TRACEDOC_DEBUG=1 for a traceback"
+        ) from None
     from tracedoc.report.render import ConsoleRenderer, JsonRenderer, MarkdownRenderer
 
     if format is Format.json:  # a Report or a MultiRankReport: both have to_dict()
@@ -140,10 +168,23 @@ def list_rules(format: Format = typer.Option(Format.text, "--format", "-f")) -> 
     if format is Format.json:
         import orjson
 
-        sys.stdout.write(orjson.dumps([{"code": r.code, "name": r.name, "severity": r.severity,
-                                        "summary": r.summary, "condition": r.condition.source,
-                                        "fix": r.fix.to_dict()} for r in rules],
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(
+            orjson.dumps(
+                [
+                    {
+                        "code": r.code,
+                        "name": r.name,
+                        "severity": r.severity,
+                        "summary": r.summary,
+                        "condition": r.condition.source,
+                        "fix": r.fix.to_dict(),
+                    }
+                    for r in rules
+                ],
+                option=orjson.OPT_INDENT_2,
+            ).decode()
+            + "\n"
+        )
         return
     table = Table(show_edge=False)
     for col in ("code", "name", "severity", "fix safety", "summary"):
@@ -154,7 +195,9 @@ def list_rules(format: Format = typer.Option(Format.text, "--format", "-f")) -> 
 
 
 @app.command("rule")
-def explain_rule(name_or_code: str = typer.Argument(..., help="A rule code (TD101) or name (dataloader-stall).")) -> None:
+def explain_rule(
+    name_or_code: str = typer.Argument(..., help="A rule code (TD101) or name (dataloader-stall)."),
+) -> None:
     """Explain one rule: what it detects, why it matters, an example, the fix and its safety."""
     from tracedoc.engine.rules import builtin_rules
 
@@ -167,9 +210,16 @@ def explain_rule(name_or_code: str = typer.Argument(..., help="A rule code (TD10
     c.print(f"[bold]{r.code} {r.name}[/] ({r.severity}): {escape(r.summary)}\n")
     c.print(f"[bold]condition[/]  {escape(r.condition.source)}")
     if r.estimated_saving_ms is not None:
-        c.print(f"[bold]estimated saving (ms/step)[/]  {escape(r.estimated_saving_ms.source)}: {escape(r.saving_basis)}")
-    for section, title in (("what", "What it detects"), ("why", "Why it matters"), ("example", "Example"),
-                           ("fix", "Fix"), ("safety", "Fix safety")):
+        c.print(
+            f"[bold]estimated saving (ms/step)[/]  {escape(r.estimated_saving_ms.source)}: {escape(r.saving_basis)}"
+        )
+    for section, title in (
+        ("what", "What it detects"),
+        ("why", "Why it matters"),
+        ("example", "Example"),
+        ("fix", "Fix"),
+        ("safety", "Fix safety"),
+    ):
         c.print(f"\n[bold]{title}[/]" + (escape(f" [{r.fix.safety}]") if section == "safety" else ""))
         c.print(escape(r.docs[section].strip("\n")))
     if r.fix.knobs:

@@ -59,6 +59,7 @@ def progress_for(path: Path, json_output: bool) -> Iterator[Callable[[str], None
     console = Console(stderr=True, highlight=False)
     start = time.perf_counter()
     with console.status(f"{escape(path.name)}: starting", spinner="dots") as status:
+
         def update(message: str) -> None:
             status.update(f"{escape(path.name)}: {escape(message)} [dim]({time.perf_counter() - start:.1f} s)[/]")
 

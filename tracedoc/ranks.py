@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tracedoc import __version__
-from tracedoc.errors import TraceLoadError, TracedocError
+from tracedoc.errors import TracedocError, TraceLoadError
 from tracedoc.report.model import SCHEMA_VERSION, Report
 
 TRACE_SUFFIXES = (".json", ".gz")
@@ -55,8 +55,9 @@ def find_traces(directory: Path) -> list[Path]:
     Raises:
         TraceLoadError: the directory holds no trace files.
     """
-    files = sorted(p for p in directory.iterdir()
-                   if p.is_file() and not p.name.startswith(".") and p.name.endswith(TRACE_SUFFIXES))
+    files = sorted(
+        p for p in directory.iterdir() if p.is_file() and not p.name.startswith(".") and p.name.endswith(TRACE_SUFFIXES)
+    )
     if not files:
         raise TraceLoadError(str(directory), "directory holds no trace files (*.json, *.json.gz)")
     return files
@@ -77,8 +78,13 @@ class RankResult:
         return f"rank {self.rank}" if self.rank is not None else Path(self.path).name
 
 
-def analyze_one(path: str, select: list[str] | None = None, ignore: list[str] | None = None,
-                decode_workers: int | None = None, rule_paths: list[str] | None = None) -> RankResult:
+def analyze_one(
+    path: str,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    decode_workers: int | None = None,
+    rule_paths: list[str] | None = None,
+) -> RankResult:
     """Load and analyze one rank's trace; errors come back as data (they cross processes).
 
     ``decode_workers`` is passed to :func:`tracedoc.load.load` (1 inside a worker pool:
@@ -126,8 +132,15 @@ class MultiRankReport:
             "kind": "multi-rank",
             "tool": {"name": "tracedoc", "version": __version__},
             "directory": self.directory,
-            "ranks": [{"rank": r.rank, "rank_source": r.rank_source, "path": r.path,
-                       "report": r.report.to_dict() if r.report else None} for r in self.ranks],
+            "ranks": [
+                {
+                    "rank": r.rank,
+                    "rank_source": r.rank_source,
+                    "path": r.path,
+                    "report": r.report.to_dict() if r.report else None,
+                }
+                for r in self.ranks
+            ],
             "summary": self.summary,
         }
 
@@ -142,18 +155,33 @@ def summarize(ranks: list[RankResult]) -> dict[str, Any]:
     n = len(ranks)
     step = {r.label: r.report.signals.get("step_time_ms") for r in ranks}
     known = {k: v for k, v in step.items() if isinstance(v, (int, float))}
-    out: dict[str, Any] = {"n_ranks": n, "step_time_ms": {k: (round(v, 3) if v is not None else None)
-                                                         for k, v in step.items()}}
+    out: dict[str, Any] = {
+        "n_ranks": n,
+        "step_time_ms": {k: (round(v, 3) if v is not None else None) for k, v in step.items()},
+    }
     if known:
         med = statistics.median(known.values())
         slow_label = max(known, key=lambda k: known[k])
         lag = known[slow_label] - med
-        out.update({"median_step_time_ms": round(med, 3), "slowest_rank": slow_label,
-                    "slowest_step_time_ms": round(known[slow_label], 3), "slowest_lag_ms": round(lag, 3),
-                    "slowest_lag_pct": round(100.0 * lag / med, 2) if med > 0 else None})
+        out.update(
+            {
+                "median_step_time_ms": round(med, 3),
+                "slowest_rank": slow_label,
+                "slowest_step_time_ms": round(known[slow_label], 3),
+                "slowest_lag_ms": round(lag, 3),
+                "slowest_lag_pct": round(100.0 * lag / med, 2) if med > 0 else None,
+            }
+        )
     else:
-        out.update({"median_step_time_ms": None, "slowest_rank": None, "slowest_step_time_ms": None,
-                    "slowest_lag_ms": None, "slowest_lag_pct": None})
+        out.update(
+            {
+                "median_step_time_ms": None,
+                "slowest_rank": None,
+                "slowest_step_time_ms": None,
+                "slowest_lag_ms": None,
+                "slowest_lag_pct": None,
+            }
+        )
     by_code: dict[str, dict[str, Any]] = {}
     for r in ranks:
         for f in r.report.findings:
@@ -174,10 +202,14 @@ def _sort_key(r: RankResult) -> tuple:
     return (r.rank is None, r.rank if r.rank is not None else 0, r.path)
 
 
-def analyze_directory(directory: str | os.PathLike[str], jobs: int | None = None,
-                      select: list[str] | None = None, ignore: list[str] | None = None,
-                      progress: Callable[[str], None] | None = None,
-                      rule_paths: list[str] | None = None) -> MultiRankReport:
+def analyze_directory(
+    directory: str | os.PathLike[str],
+    jobs: int | None = None,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    rule_paths: list[str] | None = None,
+) -> MultiRankReport:
     """Analyze every trace in ``directory`` in ``jobs`` worker processes.
 
     Args:
@@ -216,13 +248,14 @@ def analyze_directory(directory: str | os.PathLike[str], jobs: int | None = None
                     progress(f"analyzed {i + 1}/{len(files)} traces")
     for r in results:  # files are in name order: report the first bad one
         if r.error:
-            raise TraceLoadError(r.path, r.error[len(r.path) + 2:] if r.error.startswith(r.path + ": ") else r.error)
+            raise TraceLoadError(r.path, r.error[len(r.path) + 2 :] if r.error.startswith(r.path + ": ") else r.error)
     seen: dict[int, str] = {}
     for r in results:
         if r.rank is not None:
             if r.rank in seen:
-                raise TraceLoadError(r.path, f"rank {r.rank} again (also in {Path(seen[r.rank]).name}); "
-                                             "one trace per rank expected")
+                raise TraceLoadError(
+                    r.path, f"rank {r.rank} again (also in {Path(seen[r.rank]).name}); one trace per rank expected"
+                )
             seen[r.rank] = r.path
     results.sort(key=_sort_key)
     return MultiRankReport(directory=str(directory), ranks=results, summary=summarize(results))
@@ -249,29 +282,42 @@ def render_text(mr: MultiRankReport, console: Any) -> None:
     for r in mr.ranks:
         rep = r.report
         codes = " ".join(f.code for f in rep.findings) or "-"
-        table.add_row(str(r.rank) if r.rank is not None else "?", escape(Path(r.path).name),
-                      f"{rep.trace['n_events']:,}", str(rep.signals.get("step_count")),
-                      _fmt_ms(rep.signals.get("step_time_ms")), _fmt_share(rep.signals.get("gpu_busy_share")),
-                      _fmt_share(rep.signals.get("dataloader_share")), escape(codes))
+        table.add_row(
+            str(r.rank) if r.rank is not None else "?",
+            escape(Path(r.path).name),
+            f"{rep.trace['n_events']:,}",
+            str(rep.signals.get("step_count")),
+            _fmt_ms(rep.signals.get("step_time_ms")),
+            _fmt_share(rep.signals.get("gpu_busy_share")),
+            _fmt_share(rep.signals.get("dataloader_share")),
+            escape(codes),
+        )
     console.print(table)
     console.print("\n[bold]cross-rank summary[/]")
     if s.get("slowest_rank") is not None:
-        console.print(f"  median step time {s['median_step_time_ms']:.2f} ms; slowest: {escape(s['slowest_rank'])} "
-                      f"at {s['slowest_step_time_ms']:.2f} ms, [bold]{s['slowest_lag_ms']:.2f} ms "
-                      f"({s['slowest_lag_pct']:.1f}%)[/] behind the median"
-                      if s.get("slowest_lag_pct") is not None else
-                      f"  slowest: {escape(s['slowest_rank'])} at {s['slowest_step_time_ms']:.2f} ms")
+        console.print(
+            f"  median step time {s['median_step_time_ms']:.2f} ms; slowest: {escape(s['slowest_rank'])} "
+            f"at {s['slowest_step_time_ms']:.2f} ms, [bold]{s['slowest_lag_ms']:.2f} ms "
+            f"({s['slowest_lag_pct']:.1f}%)[/] behind the median"
+            if s.get("slowest_lag_pct") is not None
+            else f"  slowest: {escape(s['slowest_rank'])} at {s['slowest_step_time_ms']:.2f} ms"
+        )
     else:
         console.print("  no rank has a step time")
-    groups = (("most", "findings on most ranks (the job)"), ("some", "findings on some ranks"),
-              ("one", "findings on one rank only (a straggler?)"))
+    groups = (
+        ("most", "findings on most ranks (the job)"),
+        ("some", "findings on some ranks"),
+        ("one", "findings on one rank only (a straggler?)"),
+    )
     for scope, title in groups:
         items = [f for f in s["findings"] if f["scope"] == scope]
         if items:
             console.print(f"  {title}:")
             for f in items:
-                console.print(f"    {f['code']} {f['name']} ({f['severity']}): {f['n_ranks']}/{s['n_ranks']} ranks "
-                              + escape(f"[{', '.join(f['ranks'])}]"))  # the brackets too: not a style tag
+                console.print(
+                    f"    {f['code']} {f['name']} ({f['severity']}): {f['n_ranks']}/{s['n_ranks']} ranks "
+                    + escape(f"[{', '.join(f['ranks'])}]")
+                )  # the brackets too: not a style tag
     if not s["findings"]:
         console.print("  [green]no findings on any rank[/]")
 
@@ -279,20 +325,33 @@ def render_text(mr: MultiRankReport, console: Any) -> None:
 def render_markdown(mr: MultiRankReport) -> str:
     """A Markdown multi-rank summary."""
     s = mr.summary
-    lines = [f"# tracedoc multi-rank report: `{mr.directory}`", "",
-             "| rank | file | step time (ms) | GPU busy | findings |", "|---|---|---|---|---|"]
+    lines = [
+        f"# tracedoc multi-rank report: `{mr.directory}`",
+        "",
+        "| rank | file | step time (ms) | GPU busy | findings |",
+        "|---|---|---|---|---|",
+    ]
     for r in mr.ranks:
         rep = r.report
         codes = ", ".join(f.code for f in rep.findings) or "-"
-        lines.append(f"| {r.rank if r.rank is not None else '?'} | `{Path(r.path).name}` | "
-                     f"{_fmt_ms(rep.signals.get('step_time_ms'))} | {_fmt_share(rep.signals.get('gpu_busy_share'))} | {codes} |")
+        lines.append(
+            f"| {r.rank if r.rank is not None else '?'} | `{Path(r.path).name}` | "
+            f"{_fmt_ms(rep.signals.get('step_time_ms'))} | {_fmt_share(rep.signals.get('gpu_busy_share'))} | {codes} |"
+        )
     lines += ["", "## Cross-rank summary", ""]
     if s.get("slowest_rank") is not None:
-        lag = f", {s['slowest_lag_ms']:.2f} ms ({s['slowest_lag_pct']:.1f}%) behind the median" \
-            if s.get("slowest_lag_pct") is not None else ""
-        lines.append(f"- median step time {_fmt_ms(s['median_step_time_ms'])} ms; slowest {s['slowest_rank']} "
-                     f"at {s['slowest_step_time_ms']:.2f} ms{lag}")
+        lag = (
+            f", {s['slowest_lag_ms']:.2f} ms ({s['slowest_lag_pct']:.1f}%) behind the median"
+            if s.get("slowest_lag_pct") is not None
+            else ""
+        )
+        lines.append(
+            f"- median step time {_fmt_ms(s['median_step_time_ms'])} ms; slowest {s['slowest_rank']} "
+            f"at {s['slowest_step_time_ms']:.2f} ms{lag}"
+        )
     for f in s["findings"]:
-        lines.append(f"- {f['code']} `{f['name']}` ({f['severity']}): on {f['n_ranks']}/{s['n_ranks']} ranks "
-                     f"({f['scope']}): {', '.join(f['ranks'])}")
+        lines.append(
+            f"- {f['code']} `{f['name']}` ({f['severity']}): on {f['n_ranks']}/{s['n_ranks']} ranks "
+            f"({f['scope']}): {', '.join(f['ranks'])}"
+        )
     return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent golden figures for the real traces in ../shared/traces.
+"""Independent golden figures for the real traces in fixtures/.
 
 Standalone on purpose: stdlib only, does not import tracedoc.  Definitions are
 spelled out in README.md next to this file.  Usage:
@@ -8,6 +8,7 @@ spelled out in README.md next to this file.  Usage:
 
 Times in traces are microseconds; figures are reported in ms, shares in [0, 1].
 """
+
 import bisect
 import gzip
 import json
@@ -17,23 +18,35 @@ import sys
 from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TRACE_DIR = os.path.join(HERE, "..", "..", "..", "shared", "traces")
+TRACE_DIR = os.path.join(HERE, "..", "..", "fixtures")
 
 KERNEL, MEMCPY, MEMSET, RUNTIME = "kernel", "memcpy", "memset", "runtime"
 CATS = {  # trace category (lower-cased) -> role; anything else is ignored
-    "kernel": KERNEL, "memcpy": MEMCPY, "gpu_memcpy": MEMCPY,
-    "memset": MEMSET, "gpu_memset": MEMSET,
-    "runtime": RUNTIME, "cuda_runtime": RUNTIME,
-    "operator": "cpu", "cpu_op": "cpu", "user_annotation": "cpu", "python": "cpu",
+    "kernel": KERNEL,
+    "memcpy": MEMCPY,
+    "gpu_memcpy": MEMCPY,
+    "memset": MEMSET,
+    "gpu_memset": MEMSET,
+    "runtime": RUNTIME,
+    "cuda_runtime": RUNTIME,
+    "operator": "cpu",
+    "cpu_op": "cpu",
+    "user_annotation": "cpu",
+    "python": "cpu",
 }
-COMM_OPS = {f"{lib}:{op}" for lib in ("nccl", "gloo")
-            for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")}
+COMM_OPS = {
+    f"{lib}:{op}"
+    for lib in ("nccl", "gloo")
+    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+}
 # Breakdown categories, highest priority first; "other" is what is left.
-PRIORITY = ["kernel", "memcpy", "memset", "communication", "runtime",
-            "dataloader", "cpu_exec"]
-TC_RE = re.compile(r"884|1688|16816|8816|hmma|xmma|gmma|imma|wmma|tensorop|nvjet"
-                   r"|sm80_|sm86_|sm89_|sm90_|sm100_", re.I)
-LAUNCH_RE = re.compile(r"LaunchKernel|Memcpy|Memset", re.I)   # runtime calls that enqueue GPU work
+PRIORITY = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec"]
+TC_RE = re.compile(
+    r"884|1688|16816|8816|hmma|xmma|gmma|imma|wmma|tensorop|nvjet"
+    r"|sm80_|sm86_|sm89_|sm90_|sm100_",
+    re.I,
+)
+LAUNCH_RE = re.compile(r"LaunchKernel|Memcpy|Memset", re.I)  # runtime calls that enqueue GPU work
 MATH_OP_RE = re.compile(r"conv|matmul|linear|addmm|bmm|(^|::|_)mm($|_|backward)", re.I)
 
 
@@ -101,7 +114,7 @@ def load(path):
         last_end = max(last_end, e["end"])
         role = CATS.get(str(e.get("cat", "")).lower())
         if role == "cpu" and name.startswith("ProfilerStep#"):
-            ev["steps"].append(e)          # CPU-side only: gpu_user_annotation is not in CATS
+            ev["steps"].append(e)  # CPU-side only: gpu_user_annotation is not in CATS
         elif role:
             ev[role].append(e)
     ev["steps"].sort(key=lambda e: e["ts"])
@@ -121,8 +134,9 @@ def nbytes(copies):
 
 
 def is_dataloader(name):
-    return (name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__")) \
-        or name.startswith("enumerate(DataPipe)#")
+    return (name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__")) or name.startswith(
+        "enumerate(DataPipe)#"
+    )
 
 
 # ---------------------------------------------------------------- analysis
@@ -145,7 +159,7 @@ def tb_windows(steps, runtimes, gpu_by_corr, gpu_all):
     win = [(s["ts"], s["end"]) for s in steps]
     dev_end, n_dev, matched = [None] * n, [0] * n, set()
     dev_start, missing = [None] * n, [0] * n
-    for r, i in zip(runtimes, launching_step(runtimes, steps)):
+    for r, i in zip(runtimes, launching_step(runtimes, steps), strict=False):
         if i is None:
             continue
         if LAUNCH_RE.search(r["name"]) and not gpu_by_corr.get(r["args"].get("correlation")):
@@ -155,10 +169,10 @@ def tb_windows(steps, runtimes, gpu_by_corr, gpu_all):
             matched.add(id(g))
             dev_end[i] = g["end"] if dev_end[i] is None else max(dev_end[i], g["end"])
             dev_start[i] = g["ts"] if dev_start[i] is None else min(dev_start[i], g["ts"])
-    if not matched:                       # CPU-only run: windows are the CPU spans
+    if not matched:  # CPU-only run: windows are the CPU spans
         return win, n_dev, missing, n
     prev_end = win[0][0]
-    if dev_start[0] is not None:          # GPU work of earlier (unprofiled) steps
+    if dev_start[0] is not None:  # GPU work of earlier (unprofiled) steps
         for g in gpu_all:
             if id(g) not in matched and g["end"] < dev_start[0]:
                 prev_end = max(prev_end, g["end"])
@@ -186,32 +200,38 @@ def analyze(path):
         gpu_by_corr[g.get("args", {}).get("correlation")].append(g)
     rt_by_corr = {r["args"].get("correlation"): r for r in ev[RUNTIME]}
     ev[RUNTIME].sort(key=lambda r: r["ts"])
-    res = {"n_steps": len(steps),
-           "step_numbers": [int(s["name"].split("#")[1]) for s in steps],
-           "cpu_step_ms": [round(s["dur"] / 1e3, 4) for s in steps]}
+    res = {
+        "n_steps": len(steps),
+        "step_numbers": [int(s["name"].split("#")[1]) for s in steps],
+        "cpu_step_ms": [round(s["dur"] / 1e3, 4) for s in steps],
+    }
 
     if steps:
         win, n_dev, missing, kept = tb_windows(steps, ev[RUNTIME], gpu_by_corr, gpu_all)
         kw = win[:kept]
-        res.update({
-            "gpu_events_launched_per_step": n_dev,
-            "launches_missing_gpu_event_per_step": missing,
-            "tb_window_ms": [round((e - s) / 1e3, 4) for s, e in win],
-            "complete_steps": res["step_numbers"][:kept],
-            "mean_step_ms_cpu": round(sum(s["dur"] for s in steps[:kept]) / kept / 1e3, 4),
-            "mean_step_ms_tb": round(sum(e - s for s, e in kw) / kept / 1e3, 4),
-        })
+        res.update(
+            {
+                "gpu_events_launched_per_step": n_dev,
+                "launches_missing_gpu_event_per_step": missing,
+                "tb_window_ms": [round((e - s) / 1e3, 4) for s, e in win],
+                "complete_steps": res["step_numbers"][:kept],
+                "mean_step_ms_cpu": round(sum(s["dur"] for s in steps[:kept]) / kept / 1e3, 4),
+                "mean_step_ms_tb": round(sum(e - s for s, e in kw) / kept / 1e3, 4),
+            }
+        )
         # ---- breakdown (every instant goes to the highest-priority busy role)
         comm_ext = {ext_id(c) for c in ev["cpu"] if c["name"] in COMM_OPS}
         roles = defaultdict(list)
         for k in ev[KERNEL]:
-            roles["communication" if ext_id(k) in comm_ext and ext_id(k) is not None
-                  else "kernel"].append((k["ts"], k["end"]))
+            roles["communication" if ext_id(k) in comm_ext and ext_id(k) is not None else "kernel"].append(
+                (k["ts"], k["end"])
+            )
         for r in (MEMCPY, MEMSET, RUNTIME):
             roles[r] = [(x["ts"], x["end"]) for x in ev[r]]
         for c in ev["cpu"]:
-            role = ("dataloader" if is_dataloader(c["name"]) else
-                    "communication" if c["name"] in COMM_OPS else "cpu_exec")
+            role = (
+                "dataloader" if is_dataloader(c["name"]) else "communication" if c["name"] in COMM_OPS else "cpu_exec"
+            )
             roles[role].append((c["ts"], c["end"]))
         free = merge(kw)
         cost = {}
@@ -221,33 +241,32 @@ def analyze(path):
         cost["other"] = free
         span = sum(e - s for s, e in kw)
         per_step = [{k: total(intersect([w], v)) for k, v in cost.items()} for w in kw]
-        res["breakdown_share"] = {k: round(sum(p[k] for p in per_step) / span, 5)
-                                  for k in cost}
-        res["breakdown_ms_per_step"] = {k: round(sum(p[k] for p in per_step) / kept / 1e3, 4)
-                                        for k in cost}
+        res["breakdown_share"] = {k: round(sum(p[k] for p in per_step) / span, 5) for k in cost}
+        res["breakdown_ms_per_step"] = {k: round(sum(p[k] for p in per_step) / kept / 1e3, 4) for k in cost}
         res["dataloader_share"] = res["breakdown_share"]["dataloader"]
         kern = merge([(k["ts"], k["end"]) for k in ev[KERNEL]])
         res["gpu_busy_share"] = round(total(intersect(kern, merge(kw))) / span, 5)
-        lo, hi = kw[0][0], kw[-1][1]       # plugin's GPU utilization: first..last window
-        res["tb_gpu_utilization"] = (round(total(intersect(kern, [(lo, hi)])) / (hi - lo), 5)
-                                     if kern else None)
+        lo, hi = kw[0][0], kw[-1][1]  # plugin's GPU utilization: first..last window
+        res["tb_gpu_utilization"] = round(total(intersect(kern, [(lo, hi)])) / (hi - lo), 5) if kern else None
 
         # ---- H2D copies, attributed to the step whose CPU span launched them
         h2d = [[] for _ in steps]
-        for r, i in zip(ev[RUNTIME], launching_step(ev[RUNTIME], steps)):
+        for r, i in zip(ev[RUNTIME], launching_step(ev[RUNTIME], steps), strict=False):
             if i is not None:
-                h2d[i] += [g for g in gpu_by_corr.get(r["args"].get("correlation"), ())
-                           if "HtoD" in g["name"]]
+                h2d[i] += [g for g in gpu_by_corr.get(r["args"].get("correlation"), ()) if "HtoD" in g["name"]]
         res["h2d_per_step"] = {
             "count": [len(x) for x in h2d],
             "pageable": [sum("Pageable -> Device" in g["name"] for g in x) for x in h2d],
             "bytes": [nbytes(x) for x in h2d],
-            "ms": [round(sum(g["dur"] for g in x) / 1e3, 4) for x in h2d]}
+            "ms": [round(sum(g["dur"] for g in x) / 1e3, 4) for x in h2d],
+        }
     h2d_all = [g for g in ev[MEMCPY] if "HtoD" in g["name"]]
-    res["h2d_total"] = {"count": len(h2d_all),
-                        "pageable": sum("Pageable -> Device" in g["name"] for g in h2d_all),
-                        "bytes": nbytes(h2d_all),
-                        "ms": round(sum(g["dur"] for g in h2d_all) / 1e3, 4)}
+    res["h2d_total"] = {
+        "count": len(h2d_all),
+        "pageable": sum("Pageable -> Device" in g["name"] for g in h2d_all),
+        "bytes": nbytes(h2d_all),
+        "ms": round(sum(g["dur"] for g in h2d_all) / 1e3, 4),
+    }
 
     # ---- memory: peak "Total Allocated" on CUDA devices
     peak = {}
@@ -258,19 +277,25 @@ def analyze(path):
     if peak:
         d = max(peak, key=peak.get)
         tot = next((p.get("totalGlobalMem") for p in props if p.get("id") == d), None)
-        res["memory"] = {"device": d, "peak_allocated_bytes": peak[d],
-                         "total_global_mem": tot,
-                         "peak_share": round(peak[d] / tot, 5) if tot else None}
+        res["memory"] = {
+            "device": d,
+            "peak_allocated_bytes": peak[d],
+            "total_global_mem": tot,
+            "peak_share": round(peak[d] / tot, 5) if tot else None,
+        }
     else:
         res["memory"] = None
 
     # ---- kernels: Tensor Core names, and time launched by conv/matmul ops
     kt = sum(k["dur"] for k in ev[KERNEL])
     tc = [k for k in ev[KERNEL] if TC_RE.search(k["name"])]
-    res["kernels"] = {"count": len(ev[KERNEL]), "total_ms": round(kt / 1e3, 4),
-                      "tensor_core_count": len(tc),
-                      "tensor_core_names": sorted({k["name"][:80] for k in tc})[:8],
-                      "tensor_core_time_share": round(sum(k["dur"] for k in tc) / kt, 5) if kt else None}
+    res["kernels"] = {
+        "count": len(ev[KERNEL]),
+        "total_ms": round(kt / 1e3, 4),
+        "tensor_core_count": len(tc),
+        "tensor_core_names": sorted({k["name"][:80] for k in tc})[:8],
+        "tensor_core_time_share": round(sum(k["dur"] for k in tc) / kt, 5) if kt else None,
+    }
     if kt:
         stacks = enclosing_ops(ev["cpu"] + steps, ev[RUNTIME])
         math, linked = 0, 0
@@ -320,8 +345,10 @@ def main():
         if name.endswith(".gz"):
             traces[name] = analyze(os.path.join(tdir, name))
             print(name, json.dumps(traces[name], indent=1))
-    golden["_about"] = ("Derived by tests/golden/derive_golden.py (independent of tracedoc); "
-                        "'hta' section by tests/golden/hta_check.py. See tests/golden/README.md.")
+    golden["_about"] = (
+        "Derived by tests/golden/derive_golden.py (independent of tracedoc); "
+        "'hta' section by tests/golden/hta_check.py. See tests/golden/README.md."
+    )
     with open(out_path, "w") as f:
         json.dump(golden, f, indent=1, sort_keys=True)
         f.write("\n")

@@ -9,20 +9,23 @@ fresh temporary directory under /tmp (never into the repository).  The temporal
 breakdown is recorded under "hta" in golden_figures.json, for HTA's default
 (last ProfilerStep excluded) and with include_last_profiler_step=True.
 """
+
 import json
 import os
 import shutil
 import sys
 import tempfile
-
-from hta.trace_analysis import TraceAnalysis
 from importlib.metadata import version
 
+from hta.trace_analysis import TraceAnalysis
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-TRACE_DIR = os.path.join(HERE, "..", "..", "..", "shared", "traces")
-TRACES = ["v100_resnet50_ddp_gpu_bound.pt.trace.json.gz",
-          "v100_resnet50_workers0.pt.trace.json.gz",
-          "v100_resnet50_workers4.pt.trace.json.gz"]
+TRACE_DIR = os.path.join(HERE, "..", "..", "fixtures")
+TRACES = [
+    "v100_resnet50_ddp_gpu_bound.pt.trace.json.gz",
+    "v100_resnet50_workers0.pt.trace.json.gz",
+    "v100_resnet50_workers4.pt.trace.json.gz",
+]
 
 
 def breakdown(path, include_last):
@@ -30,8 +33,10 @@ def breakdown(path, include_last):
         shutil.copy(path, os.path.join(d, os.path.basename(path).replace(".pt.trace", "")))
         ta = TraceAnalysis(trace_dir=d, include_last_profiler_step=include_last)
         row = ta.get_temporal_breakdown(visualize=False).iloc[0]
-    return {k: round(float(row[k]), 3) for k in
-            ("idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg", "kernel_time(us)")}
+    return {
+        k: round(float(row[k]), 3)
+        for k in ("idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg", "kernel_time(us)")
+    }
 
 
 def main():
@@ -41,8 +46,10 @@ def main():
         golden = json.load(f)
     hta = {"version": version("HolisticTraceAnalysis")}
     for name in TRACES:
-        hta[name] = {"default": breakdown(os.path.join(tdir, name), False),
-                     "include_last_profiler_step": breakdown(os.path.join(tdir, name), True)}
+        hta[name] = {
+            "default": breakdown(os.path.join(tdir, name), False),
+            "include_last_profiler_step": breakdown(os.path.join(tdir, name), True),
+        }
         print(name, hta[name])
     golden["hta"] = hta
     with open(out_path, "w") as f:

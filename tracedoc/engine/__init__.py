@@ -10,16 +10,33 @@ from tracedoc.report.model import Report, summarize_trace
 from tracedoc.signals import SIGNALS, SignalContext
 from tracedoc.trace import Trace
 
-__all__ = ["Finding", "Rule", "Skipped", "analyze", "analyze_trace", "builtin_rules", "load_rules",
-           "rank_findings", "run_rules", "select_rules"]
+__all__ = [
+    "Finding",
+    "Rule",
+    "Skipped",
+    "analyze",
+    "analyze_trace",
+    "builtin_rules",
+    "load_rules",
+    "rank_findings",
+    "run_rules",
+    "select_rules",
+]
 
 _SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 
 
 def rank_findings(findings: list[Finding]) -> list[Finding]:
     """Largest estimated saving first; findings without an estimate last; then severity, code."""
-    return sorted(findings, key=lambda f: (f.estimated_saving_ms is None, -(f.estimated_saving_ms or 0.0),
-                                           _SEVERITY_RANK[f.severity], f.code))
+    return sorted(
+        findings,
+        key=lambda f: (
+            f.estimated_saving_ms is None,
+            -(f.estimated_saving_ms or 0.0),
+            _SEVERITY_RANK[f.severity],
+            f.code,
+        ),
+    )
 
 
 def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], list[Skipped]]:
@@ -34,8 +51,9 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
     return rank_findings(findings), skipped
 
 
-def analyze_trace(trace: Trace, rules: list[Rule] | None = None, select: list[str] | None = None,
-                  ignore: list[str] | None = None) -> Report:
+def analyze_trace(
+    trace: Trace, rules: list[Rule] | None = None, select: list[str] | None = None, ignore: list[str] | None = None
+) -> Report:
     """Compute every signal, evaluate the rules and build the :class:`Report`.
 
     Raises:
@@ -56,14 +74,24 @@ def analyze_trace(trace: Trace, rules: list[Rule] | None = None, select: list[st
             signals[name] = None
             unavailable[name] = reason
     per_step, _ = ctx.try_get("step_breakdown")
-    return Report(trace=summarize_trace(trace), signals=signals, signals_unavailable=unavailable,
-                  units={n: s.unit for n, s in SIGNALS.items() if s.unit != "table"},
-                  steps=per_step or [], findings=findings, skipped=skipped,
-                  rules_evaluated=[r.code for r in rules])
+    return Report(
+        trace=summarize_trace(trace),
+        signals=signals,
+        signals_unavailable=unavailable,
+        units={n: s.unit for n, s in SIGNALS.items() if s.unit != "table"},
+        steps=per_step or [],
+        findings=findings,
+        skipped=skipped,
+        rules_evaluated=[r.code for r in rules],
+    )
 
 
-def analyze(path: str | os.PathLike[str], select: list[str] | None = None,
-            ignore: list[str] | None = None, rules: list[Rule] | None = None) -> Report:
+def analyze(
+    path: str | os.PathLike[str],
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    rules: list[Rule] | None = None,
+) -> Report:
     """Load a trace file and analyze it (see :func:`analyze_trace`).
 
     Args:

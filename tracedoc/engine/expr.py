@@ -16,8 +16,14 @@ from typing import Any, Mapping
 from tracedoc.errors import RuleError
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-_CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-           ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_CMPOPS = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
 _FUNCS = {"min": min, "max": max, "abs": abs}
 
 
@@ -61,8 +67,12 @@ class Expr:
             self._check(node.left)
             for c in node.comparators:
                 self._check(c)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS
-              and not node.keywords):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _FUNCS
+            and not node.keywords
+        ):
             for a in node.args:
                 self._check(a)
         else:
@@ -107,7 +117,7 @@ class Expr:
             return _BINOPS[type(node.op)](self._eval(node.left, v), self._eval(node.right, v))
         if isinstance(node, ast.Compare):
             left = self._eval(node.left, v)
-            for op, comp in zip(node.ops, node.comparators):
+            for op, comp in zip(node.ops, node.comparators, strict=False):
                 right = self._eval(comp, v)
                 if not _CMPOPS[type(op)](left, right):
                     return False

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import re
 import string
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
+
+import tomllib
 
 from tracedoc.engine.expr import Expr
 from tracedoc.errors import RuleError
@@ -66,9 +67,16 @@ class Finding:
     fix: Fix
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "name": self.name, "severity": self.severity, "message": self.message,
-                "estimated_saving_ms": self.estimated_saving_ms, "saving_basis": self.saving_basis,
-                "evidence": self.evidence, "fix": self.fix.to_dict()}
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "message": self.message,
+            "estimated_saving_ms": self.estimated_saving_ms,
+            "saving_basis": self.saving_basis,
+            "evidence": self.evidence,
+            "fix": self.fix.to_dict(),
+        }
 
 
 @dataclass
@@ -146,8 +154,16 @@ class Rule:
             except SignalUnavailable:
                 continue
             evidence[n] = round(v, 6) if isinstance(v, float) else v
-        return Finding(self.code, self.name, self.severity, self.message.format_map(values), saving,
-                       self.saving_basis, evidence, self.fix)
+        return Finding(
+            self.code,
+            self.name,
+            self.severity,
+            self.message.format_map(values),
+            saving,
+            self.saving_basis,
+            evidence,
+            self.fix,
+        )
 
 
 def _req(data: dict, key: str, typ: type, src: str) -> Any:
@@ -187,10 +203,21 @@ def parse_rule(data: dict[str, Any], src: str) -> Rule:
     missing_docs = [s for s in DOC_SECTIONS if not isinstance(docs.get(s), str) or not docs[s].strip()]
     if missing_docs:
         raise RuleError(f"{src}: [docs] lacks {', '.join(missing_docs)}")
-    rule = Rule(code=code, name=name, severity=severity, summary=_req(data, "summary", str, src),
-                condition=condition, message=message, estimated_saving_ms=saving,
-                saving_basis=str(data.get("saving_basis", "")), evidence=tuple(data.get("evidence", [])),
-                fix=fix, docs=docs, tests=list(data.get("tests", [])), source=src)
+    rule = Rule(
+        code=code,
+        name=name,
+        severity=severity,
+        summary=_req(data, "summary", str, src),
+        condition=condition,
+        message=message,
+        estimated_saving_ms=saving,
+        saving_basis=str(data.get("saving_basis", "")),
+        evidence=tuple(data.get("evidence", [])),
+        fix=fix,
+        docs=docs,
+        tests=list(data.get("tests", [])),
+        source=src,
+    )
     for n in rule.required_signals | set(rule.evidence):
         if not n.isidentifier():
             raise RuleError(f"{src}: {n!r} is not a signal name")
@@ -271,6 +298,7 @@ def select_rules(rules: list[Rule], select: list[str] | None = None, ignore: lis
     Raises:
         RuleError: a selector that matches no rule.
     """
+
     def matches(rule: Rule, sel: str) -> bool:
         return sel == rule.name or rule.code.startswith(sel.upper())
 

@@ -64,8 +64,10 @@ class RichProgress:
                 what += f"; {record.decision['reason']}"
         else:
             what = record.error or ""
-        self.console.print(f"  -> {record.status}: {escape(what)}  [dim]({record.elapsed_s:.0f} s, loop {total:.0f} s)[/]",
-                           soft_wrap=True)
+        self.console.print(
+            f"  -> {record.status}: {escape(what)}  [dim]({record.elapsed_s:.0f} s, loop {total:.0f} s)[/]",
+            soft_wrap=True,
+        )
 
     def note(self, text: str) -> None:
         """Print a fix that is passed over, and why."""
@@ -82,29 +84,47 @@ def _fail(console, message: str, code: int = 2) -> typer.Exit:
 
 
 def fix_loop(
-    workload: Path = typer.Argument(..., help="Workload file: a Python file with a frozen Config and run(config, out_dir)."),
+    workload: Path = typer.Argument(
+        ..., help="Workload file: a Python file with a frozen Config and run(config, out_dir)."
+    ),
     set_: Optional[list[str]] = typer.Option(
-        None, "--set", metavar="KNOB=VALUE", help="KNOB=VALUE for the starting configuration (repeatable); typed by the Config field. "
-                            "Step counts too, e.g. --set timed_steps=5."),
+        None,
+        "--set",
+        metavar="KNOB=VALUE",
+        help="KNOB=VALUE for the starting configuration (repeatable); typed by the Config field. "
+        "Step counts too, e.g. --set timed_steps=5.",
+    ),
     max_trials: int = typer.Option(8, "--max-trials", help="Trials after the baseline, at most."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: runs/fix-loop-YYYYmmdd-HHMMSS)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Output directory (default: runs/fix-loop-YYYYmmdd-HHMMSS)."
+    ),
     unsafe_fixes: bool = typer.Option(
-        False, "--unsafe-fixes", help="Also apply unsafe fixes (batch size, AMP), which change training numerics."),
-    device: str = typer.Option("auto", "--device", help="Device for the workload's device field: auto, cpu, cuda, cuda:1, ..."),
+        False, "--unsafe-fixes", help="Also apply unsafe fixes (batch size, AMP), which change training numerics."
+    ),
+    device: str = typer.Option(
+        "auto", "--device", help="Device for the workload's device field: auto, cpu, cuda, cuda:1, ..."
+    ),
     timeout: float = typer.Option(900.0, "--timeout", help="Wall-clock limit of one trial, in seconds."),
     min_gain: float = typer.Option(
-        0.02, "--min-gain", help="Smallest relative throughput gain that can be kept (0.02 = 2 %), on top of the measured noise."),
+        0.02,
+        "--min-gain",
+        help="Smallest relative throughput gain that can be kept (0.02 = 2 %), on top of the measured noise.",
+    ),
     format_: str = typer.Option("table", "--format", help="Report on stdout: table, json or markdown."),
     rules: Optional[list[Path]] = typer.Option(
-        None, "--rules", metavar="PATH", help="Extra rule files (TOML) or folders of them, evaluated with the built-in rules; repeatable."),
+        None,
+        "--rules",
+        metavar="PATH",
+        help="Extra rule files (TOML) or folders of them, evaluated with the built-in rules; repeatable.",
+    ),
 ) -> None:
     """Run the workload, apply the top finding's fix, re-measure, keep it only if it really helps; repeat."""
     from rich.console import Console
 
+    from tracedoc.errors import TracedocError
     from tracedoc.fixloop.loop import FixLoop, LoopOptions, start_config
     from tracedoc.fixloop.runner import SubprocessRunner
     from tracedoc.fixloop.summary import render_markdown, render_notes, render_table
-    from tracedoc.errors import TracedocError
 
     err = Console(stderr=True)
     if not workload.is_file():
@@ -134,9 +154,12 @@ def fix_loop(
     out_dir = out or Path("runs") / time.strftime("fix-loop-%Y%m%d-%H%M%S")
     options = LoopOptions(max_trials=max_trials, unsafe_fixes=unsafe_fixes, device=device, sets=sets, min_gain=min_gain)
     loop = FixLoop(runner, spec, out_dir, options, progress=RichProgress(err), workload=str(workload))
-    err.print(f"fix-loop: {workload} -> {out_dir}  (max {max_trials} trials, "
-              f"{'safe and unsafe' if unsafe_fixes else 'safe'} fixes, timeout {timeout:g} s per trial)",
-              highlight=False, soft_wrap=True)
+    err.print(
+        f"fix-loop: {workload} -> {out_dir}  (max {max_trials} trials, "
+        f"{'safe and unsafe' if unsafe_fixes else 'safe'} fixes, timeout {timeout:g} s per trial)",
+        highlight=False,
+        soft_wrap=True,
+    )
     summary = loop.run()
 
     if format_ == "json":

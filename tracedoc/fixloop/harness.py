@@ -44,7 +44,7 @@ class Steps:
     repeats: int = 3
 
     @classmethod
-    def from_config(cls, config: Any) -> "Steps":
+    def from_config(cls, config: Any) -> Steps:
         """Read the step counts from a Config with fields ``warmup_steps``, ``profile_wait``,
         ``profile_warmup``, ``profile_active``, ``timed_steps`` and ``repeats``."""
         return cls(
@@ -106,7 +106,9 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(step: Callable[[], None], *, batch_size: int, device: str, out_dir: str | Path, steps: Steps) -> dict[str, Any]:
+def measure(
+    step: Callable[[], None], *, batch_size: int, device: str, out_dir: str | Path, steps: Steps
+) -> dict[str, Any]:
     """Warm up, record a trace, then time ``steps.repeats`` windows of ``steps.timed`` steps.
 
     The trace is recorded with ``torch.profiler`` (CPU activity, plus CUDA on a GPU),

@@ -69,18 +69,42 @@ KNOB_TABLE: dict[str, Knob] = {
     k.name: k
     for k in [
         Knob("num_workers", "safe", None, "workers"),
-        Knob("pin_memory", "safe", _CUDA, "target", True,
-             why_not="page-locked host memory only speeds up host-to-device copies"),
-        Knob("non_blocking", "safe", _CUDA, "target", True,
-             why_not="there is no host-to-device copy to overlap on the CPU"),
-        Knob("input_dtype", "safe", _CUDA, "target", "uint8",
-             why_not="a smaller input dtype only shrinks the host-to-device copy"),
+        Knob(
+            "pin_memory",
+            "safe",
+            _CUDA,
+            "target",
+            True,
+            why_not="page-locked host memory only speeds up host-to-device copies",
+        ),
+        Knob(
+            "non_blocking",
+            "safe",
+            _CUDA,
+            "target",
+            True,
+            why_not="there is no host-to-device copy to overlap on the CPU",
+        ),
+        Knob(
+            "input_dtype",
+            "safe",
+            _CUDA,
+            "target",
+            "uint8",
+            why_not="a smaller input dtype only shrinks the host-to-device copy",
+        ),
         Knob("set_to_none", "safe", None, "target", True),
         Knob("channels_last", "safe", None, "target", True),
         Knob("compile", "safe", None, "target", True),
         Knob("batch_size", "unsafe", None, "double"),
-        Knob("amp", "unsafe", _CUDA, "target", "amp",
-             why_not="AMP targets GPU Tensor Cores (fp16 autocast does not run on the CPU)"),
+        Knob(
+            "amp",
+            "unsafe",
+            _CUDA,
+            "target",
+            "amp",
+            why_not="AMP targets GPU Tensor Cores (fp16 autocast does not run on the CPU)",
+        ),
     ]
 }
 

@@ -167,8 +167,15 @@ class FixLoop:
         workload: the workload's path as shown in the summary.
     """
 
-    def __init__(self, runner: Runner, spec: WorkloadSpec, out_dir: str | Path, options: LoopOptions,
-                 progress: Progress | None = None, workload: str = "") -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        spec: WorkloadSpec,
+        out_dir: str | Path,
+        options: LoopOptions,
+        progress: Progress | None = None,
+        workload: str = "",
+    ) -> None:
         self.runner = runner
         self.spec = spec
         self.out_dir = Path(out_dir)
@@ -222,8 +229,14 @@ class FixLoop:
         try:
             return self.runner.run(config, trial_dir, on_tick=self.progress.tick)
         except KeyboardInterrupt:
-            record = TrialRecord(index=index, change=change, status="interrupted", config=config,
-                                 error="interrupted by Ctrl-C", dir=str(trial_dir))
+            record = TrialRecord(
+                index=index,
+                change=change,
+                status="interrupted",
+                config=config,
+                error="interrupted by Ctrl-C",
+                dir=str(trial_dir),
+            )
             if proposal is not None:
                 record.knob, record.old_value, record.new_value = proposal.knob.name, proposal.old, proposal.new
                 record.finding = _finding_brief(proposal.finding)
@@ -270,8 +283,12 @@ class FixLoop:
         outcome = self._execute(index, config, change, proposal)
         record = self._record_from(index, change, config, outcome, proposal)
         if outcome.status == "ok":
-            decision = decide(self.incumbent.samples_per_s_repeats, outcome.samples_per_s,
-                              min_gain=self.options.min_gain, k=self.options.noise_k)
+            decision = decide(
+                self.incumbent.samples_per_s_repeats,
+                outcome.samples_per_s,
+                min_gain=self.options.min_gain,
+                k=self.options.noise_k,
+            )
             record.decision = decision.to_dict()
             record.status = "kept" if decision.keep else "reverted"
         if record.status == "kept":
@@ -282,14 +299,21 @@ class FixLoop:
         self.records.append(record)
         self.progress.trial_finished(record)
 
-    def _record_from(self, index: int, change: str, config: dict[str, Any], outcome: TrialOutcome,
-                     proposal: Proposal | None) -> TrialRecord:
+    def _record_from(
+        self, index: int, change: str, config: dict[str, Any], outcome: TrialOutcome, proposal: Proposal | None
+    ) -> TrialRecord:
         record = TrialRecord(
-            index=index, change=change, status=outcome.status, config=config,
-            samples_per_s=_median(outcome.samples_per_s), samples_per_s_repeats=list(outcome.samples_per_s),
+            index=index,
+            change=change,
+            status=outcome.status,
+            config=config,
+            samples_per_s=_median(outcome.samples_per_s),
+            samples_per_s_repeats=list(outcome.samples_per_s),
             step_time_ms=_median(outcome.step_time_ms),
             batch_size=outcome.batch_size if outcome.batch_size is not None else config.get("batch_size"),
-            error=outcome.error, elapsed_s=round(outcome.elapsed_s, 2), dir=outcome.dir,
+            error=outcome.error,
+            elapsed_s=round(outcome.elapsed_s, 2),
+            dir=outcome.dir,
             top_findings=[_finding_brief(f) for f in _ranked(outcome.analysis)[:5]],
         )
         if proposal is not None:
@@ -300,8 +324,12 @@ class FixLoop:
         if record.samples_per_s is not None and baseline is not None and baseline.samples_per_s:
             record.speedup = record.samples_per_s / baseline.samples_per_s
         inc = self.incumbent
-        if (proposal is not None and inc is not None and record.step_time_ms is not None
-                and inc.step_time_ms is not None):
+        if (
+            proposal is not None
+            and inc is not None
+            and record.step_time_ms is not None
+            and inc.step_time_ms is not None
+        ):
             scale = (inc.batch_size or 1) / (record.batch_size or 1)
             record.measured_saving_ms = inc.step_time_ms - record.step_time_ms * scale
         return record
@@ -332,9 +360,13 @@ class FixLoop:
                     self._skip(finding, name, f"{knob.safety} fix: needs --unsafe-fixes")
                     continue
                 if not knob.applies_to(dev):
-                    self._skip(finding, name, f"not applicable on {dev}" + (f": {knob.why_not}" if knob.why_not else ""))
+                    self._skip(
+                        finding, name, f"not applicable on {dev}" + (f": {knob.why_not}" if knob.why_not else "")
+                    )
                     continue
-                value = knobs_mod.propose_value(knob, current.get(name), self.device, self.n_cpus, name in self.exhausted)
+                value = knobs_mod.propose_value(
+                    knob, current.get(name), self.device, self.n_cpus, name in self.exhausted
+                )
                 if value is None:
                     self._skip(finding, name, f"nothing left to try from {_fmt(current.get(name))}")
                     continue
@@ -353,8 +385,11 @@ class FixLoop:
     def _note_not_applicable(self) -> None:
         dev = self.device_type()
         for name, fspec in self.spec.fields.items():
-            knob = knobs_mod.resolve_knob(name, fspec.type, self.spec.knobs, None) if (
-                name in knobs_mod.KNOB_TABLE or name in self.spec.knobs) else None
+            knob = (
+                knobs_mod.resolve_knob(name, fspec.type, self.spec.knobs, None)
+                if (name in knobs_mod.KNOB_TABLE or name in self.spec.knobs)
+                else None
+            )
             if knob is not None and not knob.applies_to(dev):
                 reason = f"not applicable on {dev}" + (f": {knob.why_not}" if knob.why_not else "")
                 self.not_applicable.append({"knob": name, "reason": reason})
@@ -363,10 +398,17 @@ class FixLoop:
 def _ranked(analysis: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Findings largest ``estimated_saving_ms`` first, ``None`` savings last (stable)."""
     findings = list((analysis or {}).get("findings") or [])
-    return sorted(findings, key=lambda f: (f.get("estimated_saving_ms") is None, -(f.get("estimated_saving_ms") or 0.0)))
+    return sorted(
+        findings, key=lambda f: (f.get("estimated_saving_ms") is None, -(f.get("estimated_saving_ms") or 0.0))
+    )
 
 
 def _finding_brief(finding: dict[str, Any]) -> dict[str, Any]:
     fix = finding.get("fix") or {}
-    return {"code": finding.get("code"), "name": finding.get("name"), "severity": finding.get("severity"),
-            "estimated_saving_ms": finding.get("estimated_saving_ms"), "knobs": list(fix.get("knobs") or [])}
+    return {
+        "code": finding.get("code"),
+        "name": finding.get("name"),
+        "severity": finding.get("severity"),
+        "estimated_saving_ms": finding.get("estimated_saving_ms"),
+        "knobs": list(fix.get("knobs") or []),
+    }

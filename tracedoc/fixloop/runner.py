@@ -69,7 +69,9 @@ class Runner(Protocol):
     def describe(self) -> WorkloadSpec:
         """The workload's Config fields. Raises WorkloadError when it cannot be loaded."""
 
-    def run(self, config: dict[str, Any], trial_dir: Path, on_tick: Callable[[float], None] | None = None) -> TrialOutcome:
+    def run(
+        self, config: dict[str, Any], trial_dir: Path, on_tick: Callable[[float], None] | None = None
+    ) -> TrialOutcome:
         """Run one trial; raise KeyboardInterrupt (after cleaning up) on Ctrl-C."""
 
 
@@ -116,8 +118,13 @@ class SubprocessRunner:
         python: the interpreter to run trials with (defaults to this one).
     """
 
-    def __init__(self, workload: str | Path, timeout_s: float = 900.0,
-                 analyze: Callable[[Path], dict[str, Any]] | None = None, python: str | None = None) -> None:
+    def __init__(
+        self,
+        workload: str | Path,
+        timeout_s: float = 900.0,
+        analyze: Callable[[Path], dict[str, Any]] | None = None,
+        python: str | None = None,
+    ) -> None:
         self.workload = str(Path(workload).resolve())
         self.timeout_s = timeout_s
         self.analyze = analyze or default_analyze
@@ -138,24 +145,39 @@ class SubprocessRunner:
             raise WorkloadError(f"{self.workload}: workload file not found")
         proc = subprocess.run(
             [self.python, "-m", "tracedoc.fixloop.trial", "describe", self.workload],
-            capture_output=True, text=True, env=self.env, timeout=300,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=300,
         )
         if proc.returncode != 0:
             why = _last_line(proc.stderr) or f"exit status {proc.returncode}"
             raise WorkloadError(f"cannot load workload {self.workload}: {why}")
         return WorkloadSpec.from_dict(json.loads(proc.stdout))
 
-    def run(self, config: dict[str, Any], trial_dir: Path, on_tick: Callable[[float], None] | None = None) -> TrialOutcome:
+    def run(
+        self, config: dict[str, Any], trial_dir: Path, on_tick: Callable[[float], None] | None = None
+    ) -> TrialOutcome:
         """Run one trial in ``trial_dir`` and return its classified outcome (see the module docstring)."""
         trial_dir.mkdir(parents=True, exist_ok=True)
         (trial_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        cmd = [self.python, "-m", "tracedoc.fixloop.trial", "run", self.workload,
-               "--out", str(trial_dir), "--config", str(trial_dir / "config.json")]
+        cmd = [
+            self.python,
+            "-m",
+            "tracedoc.fixloop.trial",
+            "run",
+            self.workload,
+            "--out",
+            str(trial_dir),
+            "--config",
+            str(trial_dir / "config.json"),
+        ]
         start = time.monotonic()
         timed_out = False
         with open(trial_dir / "stdout.log", "wb") as out, open(trial_dir / "stderr.log", "wb") as err:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                    env=self.env, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=self.env, start_new_session=True
+            )
             try:
                 while True:
                     try:
@@ -171,8 +193,9 @@ class SubprocessRunner:
                             break
             except KeyboardInterrupt:
                 _kill_group(proc)
-                outcome = TrialOutcome("interrupted", error="interrupted by Ctrl-C",
-                                       elapsed_s=time.monotonic() - start, dir=str(trial_dir))
+                outcome = TrialOutcome(
+                    "interrupted", error="interrupted by Ctrl-C", elapsed_s=time.monotonic() - start, dir=str(trial_dir)
+                )
                 _write_result(trial_dir, outcome, proc.returncode, {})
                 raise
         elapsed = time.monotonic() - start
@@ -181,7 +204,9 @@ class SubprocessRunner:
             trace = trial_dir / str(measured.get("trace") or TRACE_NAME)
             try:
                 outcome.analysis = self.analyze(trace)
-                (trial_dir / "analysis.json").write_text(json.dumps(outcome.analysis, indent=2) + "\n", encoding="utf-8")
+                (trial_dir / "analysis.json").write_text(
+                    json.dumps(outcome.analysis, indent=2) + "\n", encoding="utf-8"
+                )
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # TracedocError on a broken trace; anything else is an analyzer bug
@@ -191,7 +216,9 @@ class SubprocessRunner:
         _write_result(trial_dir, outcome, proc.returncode, measured)
         return outcome
 
-    def _classify(self, returncode: int | None, timed_out: bool, trial_dir: Path, elapsed: float) -> tuple[TrialOutcome, dict]:
+    def _classify(
+        self, returncode: int | None, timed_out: bool, trial_dir: Path, elapsed: float
+    ) -> tuple[TrialOutcome, dict]:
         measured: dict[str, Any] = {}
         result_file = trial_dir / "result.json"
         if result_file.is_file():
@@ -218,11 +245,16 @@ class SubprocessRunner:
             if not outcome.samples_per_s:
                 return TrialOutcome("crashed", error="result.json has no samples_per_s", **base), measured
             return outcome, measured
-        if measured.get("status") == "oom" or returncode == -signal.SIGKILL or \
-                any(t in stderr_tail.lower() for t in _OOM_TEXT):
+        if (
+            measured.get("status") == "oom"
+            or returncode == -signal.SIGKILL
+            or any(t in stderr_tail.lower() for t in _OOM_TEXT)
+        ):
             error = measured.get("error") or (
-                "killed by signal 9 (SIGKILL; likely the kernel's OOM killer)" if returncode == -signal.SIGKILL
-                else _last_line(stderr_tail))
+                "killed by signal 9 (SIGKILL; likely the kernel's OOM killer)"
+                if returncode == -signal.SIGKILL
+                else _last_line(stderr_tail)
+            )
             return TrialOutcome("oom", error=error, **base), measured
         if returncode is not None and returncode < 0:
             error = f"killed by signal {-returncode}"

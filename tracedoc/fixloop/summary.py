@@ -31,8 +31,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SCHEMA_VERSION = 1
 
-NOISE_RULE = ("keep a change only if median(candidate samples/s) - median(incumbent samples/s) > "
-              "max(k * max(range of either trial's repeats), min_gain * median(incumbent))")
+NOISE_RULE = (
+    "keep a change only if median(candidate samples/s) - median(incumbent samples/s) > "
+    "max(k * max(range of either trial's repeats), min_gain * median(incumbent))"
+)
 
 COLUMNS = ("#", "change", "step ms", "samples/s", "speedup", "status", "predicted ms", "measured ms")
 
@@ -46,7 +48,7 @@ def _version() -> str:
         return "0+unknown"
 
 
-def build_summary(loop: "FixLoop") -> dict[str, Any]:
+def build_summary(loop: FixLoop) -> dict[str, Any]:
     """Collect the loop's state into the summary dict described in the module docstring."""
     records = loop.records
     baseline = records[0] if records else None
@@ -54,8 +56,14 @@ def build_summary(loop: "FixLoop") -> dict[str, Any]:
     final = None
     if inc is not None:
         kept = [r.change for r in records[1:] if r.status == "kept"]
-        final = {"config": inc.config, "samples_per_s": inc.samples_per_s, "step_time_ms": inc.step_time_ms,
-                 "speedup": inc.speedup, "trial": inc.index, "changes": kept}
+        final = {
+            "config": inc.config,
+            "samples_per_s": inc.samples_per_s,
+            "step_time_ms": inc.step_time_ms,
+            "speedup": inc.speedup,
+            "trial": inc.index,
+            "changes": kept,
+        }
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "tracedoc", "command": "fix-loop", "version": _version()},
@@ -63,14 +71,22 @@ def build_summary(loop: "FixLoop") -> dict[str, Any]:
         "out_dir": str(loop.out_dir),
         "device": loop.device,
         "options": {
-            "max_trials": loop.options.max_trials, "unsafe_fixes": loop.options.unsafe_fixes,
-            "device": loop.options.device, "sets": list(loop.options.sets),
-            "min_gain": loop.options.min_gain, "noise_k": loop.options.noise_k, "n_cpus": loop.n_cpus,
+            "max_trials": loop.options.max_trials,
+            "unsafe_fixes": loop.options.unsafe_fixes,
+            "device": loop.options.device,
+            "sets": list(loop.options.sets),
+            "min_gain": loop.options.min_gain,
+            "noise_k": loop.options.noise_k,
+            "n_cpus": loop.n_cpus,
         },
         "noise_rule": NOISE_RULE,
-        "baseline": None if baseline is None else {
-            "config": baseline.config, "samples_per_s": baseline.samples_per_s,
-            "step_time_ms": baseline.step_time_ms, "status": baseline.status,
+        "baseline": None
+        if baseline is None
+        else {
+            "config": baseline.config,
+            "samples_per_s": baseline.samples_per_s,
+            "step_time_ms": baseline.step_time_ms,
+            "status": baseline.status,
         },
         "final": final,
         "trials": [r.to_dict() for r in records],
@@ -109,10 +125,18 @@ def rows(summary: dict[str, Any]) -> list[list[str]]:
     out = []
     for t in summary["trials"]:
         speed = "-" if t.get("speedup") is None else f"{t['speedup']:.2f}x"
-        out.append([
-            str(t["index"]), t["change"], _num(t.get("step_time_ms")), _num(t.get("samples_per_s")), speed,
-            t["status"], _num(t.get("predicted_saving_ms"), signed=False), _num(t.get("measured_saving_ms"), signed=True),
-        ])
+        out.append(
+            [
+                str(t["index"]),
+                t["change"],
+                _num(t.get("step_time_ms")),
+                _num(t.get("samples_per_s")),
+                speed,
+                t["status"],
+                _num(t.get("predicted_saving_ms"), signed=False),
+                _num(t.get("measured_saving_ms"), signed=True),
+            ]
+        )
     return out
 
 
@@ -121,8 +145,10 @@ def _final_line(summary: dict[str, Any]) -> str:
     if final is None:
         return f"No result: {summary.get('stop_reason')}."
     changes = ", ".join(final["changes"]) or "none kept"
-    return (f"Final: {_num(final['samples_per_s'])} samples/s, {final['speedup']:.2f}x the baseline "
-            f"(trial {final['trial']}; changes: {changes}). Stopped: {summary.get('stop_reason')}.")
+    return (
+        f"Final: {_num(final['samples_per_s'])} samples/s, {final['speedup']:.2f}x the baseline "
+        f"(trial {final['trial']}; changes: {changes}). Stopped: {summary.get('stop_reason')}."
+    )
 
 
 def render_markdown(summary: dict[str, Any]) -> str:
@@ -143,7 +169,9 @@ def render_markdown(summary: dict[str, Any]) -> str:
     lines += ["", _final_line(summary), ""]
     errors = [t for t in summary["trials"] if t.get("error")]
     if errors:
-        lines += ["## Failed trials", ""] + [f"- trial {t['index']} ({t['status']}): {t['error']}" for t in errors] + [""]
+        lines += (
+            ["## Failed trials", ""] + [f"- trial {t['index']} ({t['status']}): {t['error']}" for t in errors] + [""]
+        )
     if summary.get("not_applicable"):
         lines += ["## Not applicable on this device", ""]
         lines += [f"- `{n['knob']}`: {n['reason']}" for n in summary["not_applicable"]] + [""]
@@ -151,20 +179,34 @@ def render_markdown(summary: dict[str, Any]) -> str:
         lines += ["## Fixes not tried", ""]
         lines += [f"- {s['code']} {s['name']} -> `{s['knob']}`: {s['reason']}" for s in summary["skipped"]] + [""]
     opts = summary["options"]
-    lines += ["## Keep rule", "", f"{summary['noise_rule']}; here k = {opts['noise_k']}, min_gain = {opts['min_gain']:.0%}.", ""]
+    lines += [
+        "## Keep rule",
+        "",
+        f"{summary['noise_rule']}; here k = {opts['noise_k']}, min_gain = {opts['min_gain']:.0%}.",
+        "",
+    ]
     if summary.get("final") is not None:
         lines += ["## Final configuration", "", "```json", json.dumps(summary["final"]["config"], indent=2), "```", ""]
     return "\n".join(lines)
 
 
-def render_table(summary: dict[str, Any]) -> "Table":
+def render_table(summary: dict[str, Any]) -> Table:
     """The summary as a rich :class:`~rich.table.Table` (trace text escaped)."""
     from rich.markup import escape
     from rich.table import Table
 
-    style = {"kept": "green", "baseline": "bold", "reverted": "yellow", "crashed": "red", "oom": "red",
-             "timeout": "red", "interrupted": "magenta"}
-    table = Table(title=f"tracedoc fix-loop: {escape(Path(summary['workload']).name)}", caption=escape(_final_line(summary)))
+    style = {
+        "kept": "green",
+        "baseline": "bold",
+        "reverted": "yellow",
+        "crashed": "red",
+        "oom": "red",
+        "timeout": "red",
+        "interrupted": "magenta",
+    }
+    table = Table(
+        title=f"tracedoc fix-loop: {escape(Path(summary['workload']).name)}", caption=escape(_final_line(summary))
+    )
     for col in COLUMNS:
         table.add_column(col, justify="left" if col in ("change", "status") else "right")
     for row in rows(summary):

@@ -114,7 +114,7 @@ class WorkloadSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "WorkloadSpec":
+    def from_dict(cls, data: dict[str, Any]) -> WorkloadSpec:
         """Inverse of :meth:`to_dict`."""
         fields = {}
         for item in data["fields"]:

@@ -31,8 +31,12 @@ def _import_frame_stage() -> None:
     import tracedoc.load.build  # noqa: F401  (imported for its side effect: the import itself)
 
 
-def load(path: str | os.PathLike[str], engine: str = "fast",
-         progress: Callable[[str], None] | None = None, workers: int | None = None) -> "Trace":
+def load(
+    path: str | os.PathLike[str],
+    engine: str = "fast",
+    progress: Callable[[str], None] | None = None,
+    workers: int | None = None,
+) -> Trace:
     """Load a PyTorch Profiler trace (``.json`` or gzipped, detected by magic bytes).
 
     Categories are normalised across PyTorch versions, device properties are read
@@ -66,8 +70,9 @@ def load(path: str | os.PathLike[str], engine: str = "fast",
         try:
             parts = parallel_parts(data, workers) if workers != 1 else 1
             if progress:
-                progress(f"decoding {len(data) / 1e6:,.0f} MB of JSON"
-                         + (f" in {parts} processes" if parts > 1 else ""))
+                progress(
+                    f"decoding {len(data) / 1e6:,.0f} MB of JSON" + (f" in {parts} processes" if parts > 1 else "")
+                )
             cols = None
             if parts > 1:
                 holder = [data]
@@ -97,7 +102,7 @@ def load(path: str | os.PathLike[str], engine: str = "fast",
     return _load_reference(data, p)
 
 
-def _load_reference(data, path: str) -> "Trace":
+def _load_reference(data, path: str) -> Trace:
     from tracedoc.load.build import build_trace
 
     if not isinstance(data, (bytes, bytearray)):

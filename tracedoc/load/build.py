@@ -33,13 +33,16 @@ def parse_devices(doc: dict[str, Any], hip_runtime: bool) -> list[Device]:
         mem = p.get("totalGlobalMem")
         sms = p.get("numSms", p.get("multiProcessorCount"))
         vendor = "AMD" if hip_runtime or any(m in name for m in _AMD_MARKERS) else "NVIDIA"
-        devices.append(Device(
-            id=p["id"], name=name,
-            total_memory_bytes=int(mem) if isinstance(mem, (int, float)) and not isinstance(mem, bool) else None,
-            compute_capability=cc,
-            num_sms=int(sms) if isinstance(sms, int) else None,
-            vendor=vendor,
-        ))
+        devices.append(
+            Device(
+                id=p["id"],
+                name=name,
+                total_memory_bytes=int(mem) if isinstance(mem, (int, float)) and not isinstance(mem, bool) else None,
+                compute_capability=cc,
+                num_sms=int(sms) if isinstance(sms, int) else None,
+                vendor=vendor,
+            )
+        )
     return devices
 
 
@@ -54,7 +57,11 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
     """
     c = sink.cols
     if not any(len(c[k].get("ts_us", ())) for k in ("ops", "runtime", "kernels", "memcpys", "memory")):
-        what = "no events" if sink.n_events == 0 else f"{sink.n_events} events but none from the PyTorch profiler (no CPU ops, runtime calls, kernels or memory events)"
+        what = (
+            "no events"
+            if sink.n_events == 0
+            else f"{sink.n_events} events but none from the PyTorch profiler (no CPU ops, runtime calls, kernels or memory events)"
+        )
         raise TraceLoadError(path, f"trace has {what}")
     origin = sink.min_ts
     frames = {}
@@ -69,6 +76,11 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
     meta = {k: v for k, v in doc.items() if k not in ("traceEvents", "deviceProperties", "computeProperties")}
     span = (sink.max_end - origin) if sink.max_end > float("-inf") else 0.0
     return Trace(
-        path=path, devices=parse_devices(doc, sink.hip_runtime), origin_us=origin, span_us=span,
-        n_events=sink.n_events, metadata=meta, **frames,
+        path=path,
+        devices=parse_devices(doc, sink.hip_runtime),
+        origin_us=origin,
+        span_us=span,
+        n_events=sink.n_events,
+        metadata=meta,
+        **frames,
     )

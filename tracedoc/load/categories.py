@@ -57,10 +57,20 @@ def normalize_category(cat: str | None) -> tuple[str, str]:
 # appear in Kineto traces (cudaLaunchKernel, cuLaunchKernel, hipLaunchKernel,
 # hipExtModuleLaunchKernel, cudaGraphLaunch, ...).
 _RUNTIME_CLASSES: list[tuple[str, re.Pattern[str]]] = [
-    ("launch", re.compile(r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|ExtLaunchKernel|ExtModuleLaunchKernel|ModuleLaunchKernel|GraphLaunch)|^cu(LaunchKernel|LaunchKernelEx|LaunchCooperativeKernel|GraphLaunch)|^hipLaunch|^cudaLaunch")),
+    (
+        "launch",
+        re.compile(
+            r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|ExtLaunchKernel|ExtModuleLaunchKernel|ModuleLaunchKernel|GraphLaunch)|^cu(LaunchKernel|LaunchKernelEx|LaunchCooperativeKernel|GraphLaunch)|^hipLaunch|^cudaLaunch"
+        ),
+    ),
     ("memcpy", re.compile(r"^(cuda|hip|cu)Memcpy")),
     ("memset", re.compile(r"^(cuda|hip|cu)Memset")),
-    ("sync", re.compile(r"^(cuda|hip|cu)(DeviceSynchronize|StreamSynchronize|EventSynchronize|CtxSynchronize|StreamWaitEvent)")),
+    (
+        "sync",
+        re.compile(
+            r"^(cuda|hip|cu)(DeviceSynchronize|StreamSynchronize|EventSynchronize|CtxSynchronize|StreamWaitEvent)"
+        ),
+    ),
 ]
 
 

@@ -52,7 +52,6 @@ from tracedoc.load.categories import (
 from tracedoc.load.reference import _STEP_RE, _int, _num, _stream_from_tid
 from tracedoc.schema import FRAME_COLUMNS
 
-
 _NAN = float("nan")
 
 
@@ -207,7 +206,7 @@ def _floats_of(field: str, items: list) -> np.ndarray:
     return _floats(_get(field, items))
 
 
-def _mapped(memo: "_Memo", values: list) -> list:
+def _mapped(memo: _Memo, values: list) -> list:
     return list(map(memo.__getitem__, values))
 
 
@@ -258,26 +257,55 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
             pid = _obj(_mapped(as_str, _get("pid", sel)))
             tid = _obj(_mapped(as_str, _get("tid", sel)))
         if kind == KIND_OP:
-            out.cols["ops"] = {"name": name_arr, "cat": cats, "pid": pid, "tid": tid, "ts_us": ts, "dur_us": dur,
-                               "end_us": zeros, "external_id": _floats_of("external_id", args)}
+            out.cols["ops"] = {
+                "name": name_arr,
+                "cat": cats,
+                "pid": pid,
+                "tid": tid,
+                "ts_us": ts,
+                "dur_us": dur,
+                "end_us": zeros,
+                "external_id": _floats_of("external_id", args),
+            }
             step_no = np.fromiter(map(_Memo(_step_number).__getitem__, names), dtype=np.int64, count=m)
             is_step = (step_no >= 0) & ((cats == "cpu_op") | (cats == "user_annotation"))
-            out.cols["steps"] = {"step": step_no[is_step], "name": name_arr[is_step], "ts_us": ts[is_step],
-                                 "dur_us": dur[is_step], "end_us": np.zeros(int(is_step.sum()))}
+            out.cols["steps"] = {
+                "step": step_no[is_step],
+                "name": name_arr[is_step],
+                "ts_us": ts[is_step],
+                "dur_us": dur[is_step],
+                "end_us": np.zeros(int(is_step.sum())),
+            }
         elif kind == KIND_RUNTIME:
             klass = _Memo(classify_runtime)
-            out.cols["runtime"] = {"name": name_arr, "cat": cats, "kind": _obj(_mapped(klass, names)),
-                                   "pid": pid, "tid": tid, "ts_us": ts, "dur_us": dur, "end_us": zeros,
-                                   "correlation": _floats_of("correlation", args)}
+            out.cols["runtime"] = {
+                "name": name_arr,
+                "cat": cats,
+                "kind": _obj(_mapped(klass, names)),
+                "pid": pid,
+                "tid": tid,
+                "ts_us": ts,
+                "dur_us": dur,
+                "end_us": zeros,
+                "correlation": _floats_of("correlation", args),
+            }
             out.hip_runtime = any(x.startswith("hip") for x in klass)
         else:
-            pid_dev = np.fromiter(map(_Memo(lambda p: _int(p, -1)).__getitem__, _get("pid", sel)),
-                                  dtype=np.int64, count=m)
-            tid_stream = np.fromiter(map(_Memo(_stream_from_tid).__getitem__, _get("tid", sel)),
-                                     dtype=np.int64, count=m)
-            g = {"name": name_arr, "device": _ints_or(_get("device", args), pid_dev),
-                 "stream": _ints_or(_get("stream", args), tid_stream),
-                 "ts_us": ts, "dur_us": dur, "end_us": zeros, "correlation": _floats_of("correlation", args)}
+            pid_dev = np.fromiter(
+                map(_Memo(lambda p: _int(p, -1)).__getitem__, _get("pid", sel)), dtype=np.int64, count=m
+            )
+            tid_stream = np.fromiter(
+                map(_Memo(_stream_from_tid).__getitem__, _get("tid", sel)), dtype=np.int64, count=m
+            )
+            g = {
+                "name": name_arr,
+                "device": _ints_or(_get("device", args), pid_dev),
+                "stream": _ints_or(_get("stream", args), tid_stream),
+                "ts_us": ts,
+                "dur_us": dur,
+                "end_us": zeros,
+                "correlation": _floats_of("correlation", args),
+            }
             if kind == KIND_KERNEL:
                 g["blocks_per_sm"] = _floats_of("blocks_per_sm", args)
                 g["warps_per_sm"] = _floats_of("warps_per_sm", args)
@@ -377,7 +405,7 @@ def _decode_part(holder: list, lo: int, hi: int, first: bool, last: bool) -> tup
         data[start:lo] = _PREFIX
     end = hi
     if not last:
-        data[hi:hi + len(_SUFFIX)] = _SUFFIX
+        data[hi : hi + len(_SUFFIX)] = _SUFFIX
         end = hi + len(_SUFFIX)
     view = memoryview(data)[start:end]
     doc, events = decode_document(view)
@@ -395,8 +423,9 @@ def _pack(cols: ArrayColumns) -> ArrayColumns:
         for name, values in frame.items():
             if isinstance(values, np.ndarray) and values.dtype == object:
                 index: dict = {}
-                codes = np.fromiter(map(lambda v: index.setdefault(v, len(index)), values.tolist()),
-                                    dtype=np.int32, count=len(values))
+                codes = np.fromiter(
+                    map(lambda v: index.setdefault(v, len(index)), values.tolist()), dtype=np.int32, count=len(values)
+                )
                 frame[name] = _Packed(codes, list(index))
     return cols
 
@@ -434,8 +463,7 @@ def _merge(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
     return doc, out
 
 
-def parse_parallel(holder: list, parts: int,
-                   after_fork: Callable[[], None] | None = None) -> tuple[dict, ArrayColumns]:
+def parse_parallel(holder: list, parts: int, after_fork: Callable[[], None] | None = None) -> tuple[dict, ArrayColumns]:
     """Decode the buffer ``holder[0]`` in ``parts`` pieces: parts 1.. in forked children
     (which see the buffer copy-on-write, so nothing is copied to them), part 0 here;
     results come back pickled through pipes and are concatenated in event order.
@@ -487,15 +515,15 @@ def parse_parallel(holder: list, parts: int,
         if after_fork is not None:
             after_fork()
         cut = bounds[0][1]
-        saved = bytes(data[cut:cut + len(_SUFFIX)])
-        data[cut:cut + len(_SUFFIX)] = _SUFFIX
+        saved = bytes(data[cut : cut + len(_SUFFIX)])
+        data[cut : cut + len(_SUFFIX)] = _SUFFIX
         view = memoryview(data)[: cut + len(_SUFFIX)]
         try:
             doc0, events0 = decode_document(view)
         except Fallback:
             # the exception's traceback may still hold slices of the buffer: leave the view
             # to be freed with it, and put the bytes back (same length: allowed while exported)
-            data[cut:cut + len(_SUFFIX)] = saved
+            data[cut : cut + len(_SUFFIX)] = saved
             raise
         view.release()
         # the events no longer refer to the bytes, and the children have their own view:

@@ -48,7 +48,9 @@ def parse_document(data: bytes, path: str) -> dict[str, Any]:
 def check_document(doc: Any, path: str) -> dict[str, Any]:
     """Validate the top level of a parsed trace (shared by every loader)."""
     if isinstance(doc, list):
-        raise TraceLoadError(path, "top level is a JSON array; expected a Kineto trace object with a 'traceEvents' list")
+        raise TraceLoadError(
+            path, "top level is a JSON array; expected a Kineto trace object with a 'traceEvents' list"
+        )
     if not isinstance(doc, dict):
         raise TraceLoadError(path, f"top level is a JSON {type(doc).__name__}; expected a Kineto trace object")
     if "traceEvents" not in doc:
@@ -96,21 +98,34 @@ class ColumnSink:
         c = self.cols
         if kind == KIND_OP:
             o = c["ops"]
-            o["name"].append(name); o["cat"].append(cat); o["pid"].append(str(pid)); o["tid"].append(str(tid))
-            o["ts_us"].append(ts); o["dur_us"].append(dur); o["end_us"].append(0.0)
+            o["name"].append(name)
+            o["cat"].append(cat)
+            o["pid"].append(str(pid))
+            o["tid"].append(str(tid))
+            o["ts_us"].append(ts)
+            o["dur_us"].append(dur)
+            o["end_us"].append(0.0)
             o["external_id"].append(_num(args.get("External id")))
             m = _STEP_RE.match(name)
             if m and cat in ("cpu_op", "user_annotation"):
                 s = c["steps"]
-                s["step"].append(int(m.group(1))); s["name"].append(name)
-                s["ts_us"].append(ts); s["dur_us"].append(dur); s["end_us"].append(0.0)
+                s["step"].append(int(m.group(1)))
+                s["name"].append(name)
+                s["ts_us"].append(ts)
+                s["dur_us"].append(dur)
+                s["end_us"].append(0.0)
         elif kind == KIND_RUNTIME:
             if name.startswith("hip"):
                 self.hip_runtime = True
             r = c["runtime"]
-            r["name"].append(name); r["cat"].append(cat); r["kind"].append(classify_runtime(name))
-            r["pid"].append(str(pid)); r["tid"].append(str(tid))
-            r["ts_us"].append(ts); r["dur_us"].append(dur); r["end_us"].append(0.0)
+            r["name"].append(name)
+            r["cat"].append(cat)
+            r["kind"].append(classify_runtime(name))
+            r["pid"].append(str(pid))
+            r["tid"].append(str(tid))
+            r["ts_us"].append(ts)
+            r["dur_us"].append(dur)
+            r["end_us"].append(0.0)
             r["correlation"].append(_num(args.get("correlation")))
         elif kind in (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC):
             frame = {KIND_KERNEL: "kernels", KIND_MEMCPY: "memcpys", KIND_MEMSET: "memsets", KIND_SYNC: "syncs"}[kind]
@@ -118,7 +133,9 @@ class ColumnSink:
             g["name"].append(name)
             g["device"].append(_int(args.get("device"), _int(pid, -1)))
             g["stream"].append(_int(args.get("stream"), _stream_from_tid(tid)))
-            g["ts_us"].append(ts); g["dur_us"].append(dur); g["end_us"].append(0.0)
+            g["ts_us"].append(ts)
+            g["dur_us"].append(dur)
+            g["end_us"].append(0.0)
             g["correlation"].append(_num(args.get("correlation")))
             if kind == KIND_KERNEL:
                 g["blocks_per_sm"].append(_num(args.get("blocks per SM")))
@@ -126,7 +143,9 @@ class ColumnSink:
                 g["occupancy_pct"].append(_num(args.get("est. achieved occupancy %")))
             elif kind == KIND_MEMCPY:
                 ck, src, dst = parse_memcpy_name(name)
-                g["copy_kind"].append(ck); g["src_memory"].append(src); g["dst_memory"].append(dst)
+                g["copy_kind"].append(ck)
+                g["src_memory"].append(src)
+                g["dst_memory"].append(dst)
                 g["bytes"].append(_num(args.get("bytes")))
             elif kind == KIND_MEMSET:
                 g["bytes"].append(_num(args.get("bytes")))

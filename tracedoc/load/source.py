@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import gzip
 import mmap
-import re
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import Callable
@@ -60,7 +60,7 @@ def _gunzip(path: Path, progress: Callable[[str], None] | None) -> bytearray:
                 buf.extend(bytes(max(len(buf) // 4, _CHUNK)))
             view = memoryview(buf)
             try:
-                n = fh.readinto(view[pos:pos + _CHUNK])
+                n = fh.readinto(view[pos : pos + _CHUNK])
             finally:
                 view.release()
             if not n:
@@ -90,8 +90,9 @@ def _read_plain(path: Path) -> bytearray | mmap.mmap:
         return bytearray(fh.read())
 
 
-def read_trace_bytes(path: str | os.PathLike[str],
-                     progress: Callable[[str], None] | None = None) -> bytearray | mmap.mmap:
+def read_trace_bytes(
+    path: str | os.PathLike[str], progress: Callable[[str], None] | None = None
+) -> bytearray | mmap.mmap:
     """Return the (decompressed) JSON bytes of a trace file.
 
     Args:
@@ -120,7 +121,9 @@ def read_trace_bytes(path: str | os.PathLike[str],
     except PermissionError:
         raise TraceLoadError(str(path), "permission denied") from None
     except EOFError:
-        raise TraceLoadError(str(path), "truncated gzip stream (the file ends before the compressed data does)") from None
+        raise TraceLoadError(
+            str(path), "truncated gzip stream (the file ends before the compressed data does)"
+        ) from None
     except (gzip.BadGzipFile, zlib.error) as exc:
         raise TraceLoadError(str(path), f"corrupt gzip data ({exc})") from None
     except OSError as exc:

@@ -80,10 +80,15 @@ class MarkdownRenderer:
     def render(self, report: Report) -> str:
         t, s = report.trace, report.signals
         dev = t["device"]["name"] if t["device"] else "no GPU described"
-        lines = [f"# tracedoc report: `{t['path']}`", "",
-                 f"- device: {dev}",
-                 f"- steps: {s.get('step_count')} averaged (of {t['n_steps']}), step time {_fmt(s.get('step_time_ms'))} ms",
-                 "", "| category | share of step |", "|---|---|"]
+        lines = [
+            f"# tracedoc report: `{t['path']}`",
+            "",
+            f"- device: {dev}",
+            f"- steps: {s.get('step_count')} averaged (of {t['n_steps']}), step time {_fmt(s.get('step_time_ms'))} ms",
+            "",
+            "| category | share of step |",
+            "|---|---|",
+        ]
         for key, label, _ in BREAKDOWN:
             v = s.get(key)
             lines.append(f"| {label} | {'n/a' if v is None else f'{v:.1%}'} |")
@@ -92,8 +97,14 @@ class MarkdownRenderer:
             lines.append("No findings.")
         for i, f in enumerate(report.findings, 1):
             saving = "n/a" if f.estimated_saving_ms is None else f"{f.estimated_saving_ms:.1f} ms/step"
-            lines += [f"### {i}. {f.code} `{f.name}` ({f.severity}, est. saving {saving})", "", f.message, "",
-                      f"**Fix** ({f.fix.safety}): {f.fix.summary}", ""]
+            lines += [
+                f"### {i}. {f.code} `{f.name}` ({f.severity}, est. saving {saving})",
+                "",
+                f.message,
+                "",
+                f"**Fix** ({f.fix.safety}): {f.fix.summary}",
+                "",
+            ]
         if report.skipped:
             lines += ["## Skipped rules", ""]
             lines += [f"- {k.code} `{k.name}`: {k.reason}" for k in report.skipped]
@@ -110,15 +121,23 @@ class ConsoleRenderer:
         c = self.console
         t, s = report.trace, report.signals
         dev = t["device"]
-        dev_txt = (f"{escape(dev['name'])} ({_fmt((dev['total_memory_bytes'] or 0) / 2**30)} GiB)"
-                   if dev else "no GPU described")
+        dev_txt = (
+            f"{escape(dev['name'])} ({_fmt((dev['total_memory_bytes'] or 0) / 2**30)} GiB)"
+            if dev
+            else "no GPU described"
+        )
         if t["has_steps"]:
-            steps_txt = (f"{s.get('step_count')} of {t['n_steps']} ProfilerSteps averaged, "
-                         f"step time [bold]{s['step_time_ms']:.2f} ms[/]")
+            steps_txt = (
+                f"{s.get('step_count')} of {t['n_steps']} ProfilerSteps averaged, "
+                f"step time [bold]{s['step_time_ms']:.2f} ms[/]"
+            )
         else:
             steps_txt = f"no ProfilerStep annotations: the whole trace ({t['span_ms']:.1f} ms) is one window"
         c.print(f"[bold]tracedoc[/] {escape(t['path'])}")
-        c.print(f"  device: {dev_txt}   events: {t['n_events']:,}" + (f"   rank: {t['rank']}" if t["rank"] is not None else ""))
+        c.print(
+            f"  device: {dev_txt}   events: {t['n_events']:,}"
+            + (f"   rank: {t['rank']}" if t["rank"] is not None else "")
+        )
         c.print(f"  {steps_txt}")
         c.print(self._bar(s))
         if not report.findings:
@@ -147,21 +166,28 @@ class ConsoleRenderer:
 
     def _finding(self, i: int, f) -> Panel:
         saving = "n/a" if f.estimated_saving_ms is None else f"~{f.estimated_saving_ms:.1f} ms/step"
-        title = (f"[bold]#{i}[/] [{SEVERITY_STYLE[f.severity]}]{f.severity}[/] "
-                 f"[bold]{f.code} {f.name}[/]  est. saving [bold]{saving}[/]")
+        title = (
+            f"[bold]#{i}[/] [{SEVERITY_STYLE[f.severity]}]{f.severity}[/] "
+            f"[bold]{f.code} {f.name}[/]  est. saving [bold]{saving}[/]"
+        )
         parts: list[Any] = [Text(f.message)]
         scalars = {k: v for k, v in f.evidence.items() if not isinstance(v, list)}
         if scalars:
-            parts.append(Text("evidence: " + ", ".join(f"{k}={_fmt_evidence(k, v)}" for k, v in scalars.items()),
-                              style="dim"))
+            parts.append(
+                Text("evidence: " + ", ".join(f"{k}={_fmt_evidence(k, v)}" for k, v in scalars.items()), style="dim")
+            )
         for k, rows in f.evidence.items():
             if isinstance(rows, list) and rows:
                 table = Table(title=k, title_justify="left", show_edge=False, pad_edge=False, expand=False)
                 for col in rows[0]:
                     table.add_column(col, overflow="fold")
                 for r in rows:
-                    table.add_row(*(escape(short_name(str(r.get(col))) if col in ("kernel", "op") else _fmt(r.get(col)))
-                                    for col in rows[0]))
+                    table.add_row(
+                        *(
+                            escape(short_name(str(r.get(col))) if col in ("kernel", "op") else _fmt(r.get(col)))
+                            for col in rows[0]
+                        )
+                    )
                 parts.append(table)
         parts.append(Text.assemble(("fix ", "bold"), (f"[{f.fix.safety}] ", SAFETY_STYLE[f.fix.safety]), f.fix.summary))
         return Panel(Group(*parts), title=title, title_align="left", border_style=SEVERITY_STYLE[f.severity])

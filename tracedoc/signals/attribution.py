@@ -10,12 +10,12 @@ says it is a GEMM or a convolution.
 from __future__ import annotations
 
 import re
-import tomllib
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 
 import numpy as np
 import pandas as pd
+import tomllib
 
 from tracedoc.signals.base import SignalContext
 from tracedoc.signals.intervals import merge
@@ -32,7 +32,7 @@ def patterns() -> dict[str, dict[str, list[str]]]:
     return tomllib.loads(text)
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiled(table: str) -> re.Pattern[str]:
     """One case-insensitive regex matching any pattern of a table of ``patterns.toml``."""
     pats = [p for fam in patterns()[table].values() for p in fam]
@@ -46,6 +46,7 @@ def _match(names: pd.Series, table: str) -> np.ndarray:
 def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
     """For each runtime call (index aligned with ``trace.runtime``): ``op`` (innermost
     enclosing cpu_op name or None) and ``eligible`` (an enclosing op is TC-eligible)."""
+
     def build() -> pd.DataFrame:
         t = ctx.trace
         rt = t.runtime
@@ -84,22 +85,33 @@ def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
                 k = np.searchsorted(es, rts, side="right") - 1
                 eligible[r_idx] = (k >= 0) & (rts <= ee[np.maximum(k, 0)])
         return pd.DataFrame({"op": op_name, "eligible": eligible}, index=rt.index)
+
     return ctx.cached("runtime_ops", build)
 
 
 def kernel_ops(ctx: SignalContext) -> pd.DataFrame:
     """Kernels with their launching op: name, device, ts_us, dur_us, op, tensor_core, eligible."""
+
     def build() -> pd.DataFrame:
         k = ctx.trace.kernels
         rt = ctx.trace.runtime
         ro = runtime_ops(ctx)
-        link = pd.DataFrame({"correlation": rt["correlation"].to_numpy(), "op": ro["op"].to_numpy(),
-                             "op_eligible": ro["eligible"].to_numpy()}).dropna(subset=["correlation"])
+        link = pd.DataFrame(
+            {
+                "correlation": rt["correlation"].to_numpy(),
+                "op": ro["op"].to_numpy(),
+                "op_eligible": ro["eligible"].to_numpy(),
+            }
+        ).dropna(subset=["correlation"])
         link = link.drop_duplicates("correlation")
         out = k[["name", "device", "ts_us", "dur_us", "correlation"]].merge(link, on="correlation", how="left")
         out["op_eligible"] = out["op_eligible"].fillna(False).astype(bool)
         out["tensor_core"] = _match(out["name"], "tensor_core_kernels")
-        out["eligible"] = (out["op_eligible"].to_numpy() | out["tensor_core"].to_numpy()
-                           | _match(out["name"], "tensor_core_eligible_kernels"))
+        out["eligible"] = (
+            out["op_eligible"].to_numpy()
+            | out["tensor_core"].to_numpy()
+            | _match(out["name"], "tensor_core_eligible_kernels")
+        )
         return out
+
     return ctx.cached("kernel_ops", build)

@@ -34,7 +34,7 @@ class Signal:
 
     name: str
     unit: str
-    func: Callable[["SignalContext"], Any]
+    func: Callable[[SignalContext], Any]
 
     @property
     def doc(self) -> str:
@@ -48,12 +48,12 @@ class Signal:
 SIGNALS: dict[str, Signal] = {}
 
 
-def signal(unit: str) -> Callable[[Callable[["SignalContext"], Any]], Callable[["SignalContext"], Any]]:
+def signal(unit: str) -> Callable[[Callable[[SignalContext], Any]], Callable[[SignalContext], Any]]:
     """Register the decorated function as a signal named after the function."""
     if unit not in UNITS:
         raise ValueError(f"unknown unit {unit!r}")
 
-    def deco(func: Callable[["SignalContext"], Any]) -> Callable[["SignalContext"], Any]:
+    def deco(func: Callable[[SignalContext], Any]) -> Callable[[SignalContext], Any]:
         SIGNALS[func.__name__] = Signal(func.__name__, unit, func)
         return func
 

@@ -16,8 +16,14 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import merge, overlap_per_window
-from tracedoc.signals.steps import (averaged, complete_mask, dataloader_spans, gpu_events, in_complete_steps,
-                                    step_windows)
+from tracedoc.signals.steps import (
+    averaged,
+    complete_mask,
+    dataloader_spans,
+    gpu_events,
+    in_complete_steps,
+    step_windows,
+)
 
 
 def _require_kernels(ctx: SignalContext) -> None:
@@ -35,6 +41,7 @@ def _device_events(ctx: SignalContext) -> pd.DataFrame:
 
 def idle_gaps(ctx: SignalContext) -> pd.DataFrame:
     """Idle gaps of the primary device: start_us, end_us, host_wait (bool), launch_ts_us."""
+
     def build() -> pd.DataFrame:
         _require_kernels(ctx)
         g = _device_events(ctx)
@@ -60,6 +67,7 @@ def idle_gaps(ctx: SignalContext) -> pd.DataFrame:
         launch_ts = launch.reindex(corr).to_numpy() if len(launch) else np.full(corr.size, np.nan)
         host_wait = has_next & (launch_ts >= gs)
         return pd.DataFrame({"start_us": gs, "end_us": ge, "host_wait": host_wait, "launch_ts_us": launch_ts})
+
     return ctx.cached("idle_gaps", build)
 
 
@@ -70,8 +78,9 @@ def _idle_per_step(ctx: SignalContext, which: str) -> np.ndarray:
     elif which == "kernel":
         gaps = gaps[~gaps["host_wait"]]
     w = step_windows(ctx)
-    return overlap_per_window(gaps["start_us"].to_numpy(), gaps["end_us"].to_numpy(),
-                              w["start_us"].to_numpy(), w["end_us"].to_numpy())
+    return overlap_per_window(
+        gaps["start_us"].to_numpy(), gaps["end_us"].to_numpy(), w["start_us"].to_numpy(), w["end_us"].to_numpy()
+    )
 
 
 @signal("share")
@@ -83,8 +92,9 @@ def gpu_busy_share(ctx: SignalContext) -> float:
     if dev is not None and (k["device"] == dev.id).any():
         k = k[k["device"] == dev.id]
     w = step_windows(ctx)
-    busy = overlap_per_window(k["ts_us"].to_numpy(), k["end_us"].to_numpy(),
-                              w["start_us"].to_numpy(), w["end_us"].to_numpy())
+    busy = overlap_per_window(
+        k["ts_us"].to_numpy(), k["end_us"].to_numpy(), w["start_us"].to_numpy(), w["end_us"].to_numpy()
+    )
     return averaged(ctx, busy)
 
 
@@ -123,8 +133,9 @@ def launch_idle_share(ctx: SignalContext) -> float:
     if len(dl):
         from tracedoc.signals.intervals import subtract
 
-        s, e = subtract(gaps["start_us"].to_numpy(), gaps["end_us"].to_numpy(),
-                        dl["ts_us"].to_numpy(), dl["end_us"].to_numpy())
+        s, e = subtract(
+            gaps["start_us"].to_numpy(), gaps["end_us"].to_numpy(), dl["ts_us"].to_numpy(), dl["end_us"].to_numpy()
+        )
         total = overlap_per_window(s, e, ws, we)
     return averaged(ctx, total)
 
@@ -173,5 +184,11 @@ def top_launching_ops(ctx: SignalContext) -> list[dict]:
     n_steps = max(int(complete_mask(ctx).sum()), 1)
     g = ko.groupby("op", dropna=False).agg(kernels=("dur_us", "size"), mean_kernel_us=("dur_us", "mean"))
     g = g.sort_values("kernels", ascending=False).head(5)
-    return [{"op": str(op), "kernels_per_step": round(float(r.kernels) / n_steps, 1),
-             "mean_kernel_us": round(float(r.mean_kernel_us), 2)} for op, r in g.iterrows()]
+    return [
+        {
+            "op": str(op),
+            "kernels_per_step": round(float(r.kernels) / n_steps, 1),
+            "mean_kernel_us": round(float(r.mean_kernel_us), 2),
+        }
+        for op, r in g.iterrows()
+    ]

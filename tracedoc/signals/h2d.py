@@ -32,8 +32,9 @@ def _per_step(ctx: SignalContext) -> int:
 
 def _time_share(ctx: SignalContext, m: pd.DataFrame) -> float:
     w = step_windows(ctx)
-    per = overlap_per_window(m["ts_us"].to_numpy(), m["end_us"].to_numpy(),
-                             w["start_us"].to_numpy(), w["end_us"].to_numpy())
+    per = overlap_per_window(
+        m["ts_us"].to_numpy(), m["end_us"].to_numpy(), w["start_us"].to_numpy(), w["end_us"].to_numpy()
+    )
     return averaged(ctx, per)
 
 
@@ -92,5 +93,12 @@ def top_h2d_copies(ctx: SignalContext) -> list[dict]:
     n = _per_step(ctx)
     g = m.groupby(["name", "bytes"], dropna=False).agg(us=("dur_us", "mean"), count=("dur_us", "size"))
     g = g.reset_index().sort_values(["bytes", "us"], ascending=False).head(5)
-    return [{"copy": r["name"], "bytes": None if pd.isna(r["bytes"]) else int(r["bytes"]),
-             "mean_us": round(float(r.us), 2), "per_step": round(float(r["count"]) / n, 2)} for _, r in g.iterrows()]
+    return [
+        {
+            "copy": r["name"],
+            "bytes": None if pd.isna(r["bytes"]) else int(r["bytes"]),
+            "mean_us": round(float(r.us), 2),
+            "per_step": round(float(r["count"]) / n, 2),
+        }
+        for _, r in g.iterrows()
+    ]

@@ -50,8 +50,7 @@ def covered_mask(starts: np.ndarray, ends: np.ndarray, grid: np.ndarray) -> np.n
     return (n_started - n_ended) > 0
 
 
-def overlap_per_window(starts: np.ndarray, ends: np.ndarray,
-                       win_start: np.ndarray, win_end: np.ndarray) -> np.ndarray:
+def overlap_per_window(starts: np.ndarray, ends: np.ndarray, win_start: np.ndarray, win_end: np.ndarray) -> np.ndarray:
     """Length (µs) of the union of the intervals that falls inside each window.
 
     Windows must be sorted and disjoint. Returns an array of ``len(win_start)``.
@@ -72,8 +71,9 @@ def overlap_per_window(starts: np.ndarray, ends: np.ndarray,
     return covered_until(np.asarray(win_end, float)) - covered_until(np.asarray(win_start, float))
 
 
-def subtract(a_starts: np.ndarray, a_ends: np.ndarray,
-             b_starts: np.ndarray, b_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def subtract(
+    a_starts: np.ndarray, a_ends: np.ndarray, b_starts: np.ndarray, b_ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Set difference ``union(a) - union(b)`` as sorted disjoint intervals."""
     as_, ae = merge(a_starts, a_ends)
     bs, be = merge(b_starts, b_ends)

@@ -19,7 +19,9 @@ def _allocated(ctx: SignalContext):
     if dev is not None and (m["device_id"] == dev.id).any():
         m = m[m["device_id"] == dev.id]
     if not len(m):
-        raise SignalUnavailable("the trace has no GPU [memory] events with 'Total Allocated' (record with profile_memory=True)")
+        raise SignalUnavailable(
+            "the trace has no GPU [memory] events with 'Total Allocated' (record with profile_memory=True)"
+        )
     return m
 
 

@@ -11,8 +11,8 @@ import numpy as np
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import merge, overlap_per_window
-from tracedoc.signals.strings import startswith_mask
 from tracedoc.signals.steps import averaged, complete_mask, in_complete_steps, step_windows
+from tracedoc.signals.strings import startswith_mask
 
 ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
 

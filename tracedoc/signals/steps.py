@@ -32,17 +32,28 @@ DATALOADER_PREFIX = "enumerate(DataLoader)#"
 
 def gpu_events(ctx: SignalContext) -> pd.DataFrame:
     """Kernels, memcpys and memsets in one frame: kind, name, device, ts_us, end_us, correlation."""
+
     def build() -> pd.DataFrame:
         t = ctx.trace
         parts = []
         for kind, df in (("kernel", t.kernels), ("memcpy", t.memcpys), ("memset", t.memsets)):
             if len(df):
-                parts.append(pd.DataFrame({"kind": kind, "name": df["name"], "device": df["device"],
-                                           "ts_us": df["ts_us"], "end_us": df["end_us"],
-                                           "correlation": df["correlation"]}))
+                parts.append(
+                    pd.DataFrame(
+                        {
+                            "kind": kind,
+                            "name": df["name"],
+                            "device": df["device"],
+                            "ts_us": df["ts_us"],
+                            "end_us": df["end_us"],
+                            "correlation": df["correlation"],
+                        }
+                    )
+                )
         if not parts:
             return pd.DataFrame({"kind": [], "name": [], "device": [], "ts_us": [], "end_us": [], "correlation": []})
         return pd.concat(parts, ignore_index=True)
+
     return ctx.cached("gpu_events", build)
 
 
@@ -51,20 +62,30 @@ def step_windows(ctx: SignalContext) -> pd.DataFrame:
 
     See the module docstring for the definition.
     """
+
     def build() -> pd.DataFrame:
         t = ctx.trace
         steps = t.steps
         if not len(steps):
-            return pd.DataFrame({"step": [-1], "cpu_start_us": [0.0], "cpu_end_us": [t.span_us],
-                                 "start_us": [0.0], "end_us": [t.span_us], "dur_us": [t.span_us]})
+            return pd.DataFrame(
+                {
+                    "step": [-1],
+                    "cpu_start_us": [0.0],
+                    "cpu_end_us": [t.span_us],
+                    "start_us": [0.0],
+                    "end_us": [t.span_us],
+                    "dur_us": [t.span_us],
+                }
+            )
         s = steps["ts_us"].to_numpy()
         e = steps["end_us"].to_numpy()
         g = np.full(len(steps), -np.inf)
         gpu = gpu_events(ctx)
         rt = t.runtime
         if len(gpu) and len(rt):
-            linked = rt[["ts_us", "correlation"]].dropna().merge(
-                gpu[["correlation", "end_us"]].dropna(), on="correlation")
+            linked = (
+                rt[["ts_us", "correlation"]].dropna().merge(gpu[["correlation", "end_us"]].dropna(), on="correlation")
+            )
             if len(linked):
                 ts = linked["ts_us"].to_numpy()
                 idx = np.searchsorted(s, ts, side="right") - 1
@@ -78,8 +99,17 @@ def step_windows(ctx: SignalContext) -> pd.DataFrame:
             start[i] = max(s[i], prev_end)
             end[i] = max(e[i], g[i], start[i])
             prev_end = end[i]
-        return pd.DataFrame({"step": steps["step"].to_numpy(), "cpu_start_us": s, "cpu_end_us": e,
-                             "start_us": start, "end_us": end, "dur_us": end - start})
+        return pd.DataFrame(
+            {
+                "step": steps["step"].to_numpy(),
+                "cpu_start_us": s,
+                "cpu_end_us": e,
+                "start_us": start,
+                "end_us": end,
+                "dur_us": end - start,
+            }
+        )
+
     return ctx.cached("step_windows", build)
 
 
@@ -90,19 +120,18 @@ def has_steps(ctx: SignalContext) -> bool:
 def dataloader_spans(ctx: SignalContext) -> pd.DataFrame:
     """CPU spans of ``enumerate(DataLoader)#...__next__``."""
     ops = ctx.trace.ops
-    return ctx.cached("dataloader_spans",
-                      lambda: ops[startswith_mask(ops["name"], DATALOADER_PREFIX)])
+    return ctx.cached("dataloader_spans", lambda: ops[startswith_mask(ops["name"], DATALOADER_PREFIX)])
 
 
 def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
     """Per step window, µs assigned to each breakdown category (columns BREAKDOWN_CATEGORIES)."""
+
     def build() -> pd.DataFrame:
         t = ctx.trace
         w = step_windows(ctx)
         ws, we = w["start_us"].to_numpy(), w["end_us"].to_numpy()
         ops = t.ops
-        cpu = ops[(ops["cat"].isin(("cpu_op", "user_annotation")))
-                  & ~startswith_mask(ops["name"], "ProfilerStep#")]
+        cpu = ops[(ops["cat"].isin(("cpu_op", "user_annotation"))) & ~startswith_mask(ops["name"], "ProfilerStep#")]
         dl = dataloader_spans(ctx)
         layers = [
             (t.kernels["ts_us"].to_numpy(), t.kernels["end_us"].to_numpy()),
@@ -131,11 +160,13 @@ def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
         df = pd.DataFrame(out, columns=list(BREAKDOWN_CATEGORIES))
         df.insert(0, "step", w["step"].to_numpy())
         return df
+
     return ctx.cached("breakdown_us", build)
 
 
 def gpu_events_per_step(ctx: SignalContext) -> np.ndarray:
     """Number of GPU events launched by runtime calls inside each step's CPU span."""
+
     def build() -> np.ndarray:
         t = ctx.trace
         w = step_windows(ctx)
@@ -150,6 +181,7 @@ def gpu_events_per_step(ctx: SignalContext) -> np.ndarray:
         ok = (idx >= 0) & (ts <= e[np.maximum(idx, 0)])
         np.add.at(n, idx[ok], 1)
         return n
+
     return ctx.cached("gpu_events_per_step", build)
 
 
@@ -161,6 +193,7 @@ def complete_mask(ctx: SignalContext) -> np.ndarray:
     when earlier steps did, then the last step is dropped when it launched fewer than
     80% of the GPU events of the step before it. A single step is always kept.
     """
+
     def build() -> np.ndarray:
         w = step_windows(ctx)
         keep = np.ones(len(w), dtype=bool)
@@ -174,6 +207,7 @@ def complete_mask(ctx: SignalContext) -> np.ndarray:
         if last > 0 and 0.8 * n[last - 1] > n[last]:
             keep[last] = False
         return keep
+
     return ctx.cached("complete_mask", build)
 
 
@@ -213,6 +247,7 @@ def step_time_ms(ctx: SignalContext) -> float:
 def _share(category: str):
     def f(ctx: SignalContext) -> float:
         return averaged(ctx, breakdown_us(ctx)[category].to_numpy())
+
     return f
 
 

@@ -37,7 +37,9 @@ def has_tensor_cores(ctx: SignalContext) -> bool:
     if dev is None or dev.compute_capability is None:
         raise SignalUnavailable("the trace has no device properties (compute capability unknown)")
     if dev.vendor != "NVIDIA":
-        raise SignalUnavailable(f"Tensor Core detection covers NVIDIA GPUs only; this trace ran on {dev.vendor} {dev.name}")
+        raise SignalUnavailable(
+            f"Tensor Core detection covers NVIDIA GPUs only; this trace ran on {dev.vendor} {dev.name}"
+        )
     return tuple(dev.compute_capability) >= TENSOR_CORE_MIN_CC
 
 
@@ -84,5 +86,12 @@ def top_non_tc_eligible_kernels(ctx: SignalContext) -> list[dict]:
     pairs = top.groupby(["name", "op"]).size().sort_values(ascending=False, kind="stable")
     most = pairs.reset_index().drop_duplicates("name").set_index("name")["op"]
     g["op"] = most.reindex(g.index).astype(object).where(most.reindex(g.index).notna(), None)
-    return [{"kernel": name, "op": r.op, "ms_per_step": round(r.ms / 1000 / n, 3),
-             "count_per_step": round(float(r["count"]) / n, 1)} for name, r in g.iterrows()]
+    return [
+        {
+            "kernel": name,
+            "op": r.op,
+            "ms_per_step": round(r.ms / 1000 / n, 3),
+            "count_per_step": round(float(r["count"]) / n, 1),
+        }
+        for name, r in g.iterrows()
+    ]
