@@ -60,8 +60,13 @@ def test_ddp_gpu_bound_only_tensor_cores():
 
 def test_ddp_memory_events_low_memory_use():
     r = report("v100_ddp_memory_events.pt.trace.json.gz")
-    assert "low-gpu-memory-use" in names("v100_ddp_memory_events.pt.trace.json.gz")
     assert r.signals["peak_memory_bytes"] == 6629508096  # PROVENANCE: about 6.2 GB (6.17 GiB)
+    assert r.signals["peak_memory_share"] < 0.4
+    # the low memory use is real, but the launch overhead a larger batch would amortise is
+    # already claimed by launch-bound-compiled (CUDA graphs): what is left is below the floor
+    assert "low-gpu-memory-use" not in names("v100_ddp_memory_events.pt.trace.json.gz")
+    assert "low-gpu-memory-use" in [f.name for f in r.below_floor]
+    assert "launch-bound-compiled" in names("v100_ddp_memory_events.pt.trace.json.gz")
 
 
 def test_a100_alexnet_uses_tensor_cores_already():
@@ -72,26 +77,37 @@ def test_a100_alexnet_uses_tensor_cores_already():
     assert r.signals["pageable_h2d_count"] == 16  # PROVENANCE: 16 pageable H2D copies
 
 
+# GPU rules skip on a CPU-only trace; rules needing steps, DataLoader spans, memory events
+# or collectives skip where the trace has none. Every skip carries its reason.
+GPU_RULES = {
+    "pageable-h2d-copy",
+    "h2d-copy-share",
+    "blocking-sync",
+    "launch-bound-gpu-idle",
+    "launch-bound-compiled",
+    "zero-grad-kernels",
+    "no-tensor-core-use",
+    "low-gpu-memory-use",
+    "allocator-churn",
+}
+
+
 @pytest.mark.parametrize(
     "name,skipped",
     [
         (
             "mi250_toy_train.pt.trace.json.gz",
-            {"dataloader-stall", "no-tensor-core-use", "low-gpu-memory-use", "zero-grad-kernels"},
-        ),
-        (
-            "cpu_only_gloo.pt.trace.json.gz",
             {
                 "dataloader-stall",
-                "pageable-h2d-copy",
-                "h2d-copy-share",
-                "launch-bound-gpu-idle",
                 "no-tensor-core-use",
                 "low-gpu-memory-use",
                 "zero-grad-kernels",
+                "exposed-communication",
+                "step-time-outlier",
             },
         ),
-        ("legacy_computeproperties.json.gz", {"low-gpu-memory-use"}),
+        ("cpu_only_gloo.pt.trace.json.gz", GPU_RULES | {"dataloader-stall", "step-time-outlier"}),
+        ("legacy_computeproperties.json.gz", {"low-gpu-memory-use", "exposed-communication", "step-time-outlier"}),
     ],
 )
 def test_odd_traces_analyzed_with_reasons_for_skips(name, skipped):
@@ -138,7 +154,12 @@ def test_independent_figures(name):
         assert s["step_count"] == len(g["complete_steps"])
         assert s["step_time_ms"] == pytest.approx(g["mean_step_ms_tb"], rel=1e-4)
         b = g["breakdown_share"]
-        for cat in ("kernel", "memcpy", "memset"):
+        # The derivation tells communication kernels by an External-id link to an nccl:/gloo:
+        # CPU op; tracedoc by name (patterns.toml). The ncclKernel_* of v100_ddp_memory_events
+        # carry no such link, so the derivation counts them as kernels: compare like with like.
+        comm_kernels = (s.get("exposed_comm_kernel_ms") or 0.0) / s["step_time_ms"]
+        assert s["kernel_share"] + comm_kernels == pytest.approx(b["kernel"], abs=1e-4), "kernel"
+        for cat in ("memcpy", "memset"):
             assert s[f"{cat}_share"] == pytest.approx(b[cat], abs=1e-4), cat
         if b["communication"] == 0:  # tracedoc has no communication category yet
             for cat in ("runtime", "cpu_exec", "other"):

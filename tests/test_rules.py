@@ -44,7 +44,7 @@ def test_rule_case(rule, i, case):
     if expect == "fire":
         assert isinstance(out, Finding)
         assert out.code == rule.code and out.name == rule.name
-        assert out.estimated_saving_ms is not None and out.estimated_saving_ms >= 0
+        assert out.estimated_saving_ms == pytest.approx(case["saving"], abs=1e-3)
         assert "{" not in out.message  # every template field was filled
     elif expect == "pass":
         assert out is None
@@ -57,10 +57,16 @@ def test_the_public_rules():
         "dataloader-stall": "TD101",
         "pageable-h2d-copy": "TD102",
         "h2d-copy-share": "TD103",
+        "blocking-sync": "TD104",
         "launch-bound-gpu-idle": "TD201",
         "zero-grad-kernels": "TD202",
+        "launch-bound-compiled": "TD210",
         "no-tensor-core-use": "TD301",
         "low-gpu-memory-use": "TD401",
+        "allocator-churn": "TD402",
+        "exposed-communication": "TD601",
+        "warmup-in-profile": "TD701",
+        "step-time-outlier": "TD702",
     }
     safety = {r.name: r.fix.safety for r in RULES}
     assert safety["dataloader-stall"] == safety["pageable-h2d-copy"] == safety["h2d-copy-share"] == "safe"
@@ -71,9 +77,12 @@ def test_the_public_rules():
 def test_every_rule_has_fire_pass_and_skip_cases_and_docs(rule):
     expects = {c["expect"] for c in rule.tests}
     assert {"fire", "pass", "skip"} <= expects
+    assert all("saving" in c for c in rule.tests if c["expect"] == "fire"), "fire cases state the saving"
+    assert sum(c["expect"] == "fire" for c in rule.tests) >= 2, "a fire case at the threshold boundary too"
     for section in DOC_SECTIONS:
         assert rule.docs[section].strip()
-    assert rule.fix.knobs, "every built-in fix maps to at least one workload knob"
+    assert "estimate" in (rule.saving_basis + rule.docs["why"]).lower(), "the docs say the saving is an estimate"
+    assert rule.fix.knobs or rule.fix.safety == "display-only", "a fix maps to a workload knob unless it is advice"
 
 
 def test_budget_rule_from_a_user_file(tmp_path):
@@ -144,7 +153,12 @@ def test_rule_validation(over, problem):
 
 def test_select_and_ignore_by_code_prefix_and_name():
     names = lambda rs: [r.name for r in rs]  # noqa: E731
-    assert names(select_rules(RULES, ["TD1"])) == ["dataloader-stall", "pageable-h2d-copy", "h2d-copy-share"]
+    assert names(select_rules(RULES, ["TD1"])) == [
+        "dataloader-stall",
+        "pageable-h2d-copy",
+        "h2d-copy-share",
+        "blocking-sync",
+    ]
     assert names(select_rules(RULES, ["no-tensor-core-use", "TD401"])) == ["no-tensor-core-use", "low-gpu-memory-use"]
     assert "dataloader-stall" not in names(select_rules(RULES, None, ["TD101"]))
     with pytest.raises(RuleError, match="no rule matches"):

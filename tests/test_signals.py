@@ -113,53 +113,6 @@ def test_no_steps_uses_whole_trace(tmp_path):
 # ---- GPU busy and idle --------------------------------------------------------------------
 
 
-def test_busy_idle_and_host_wait_split(tmp_path):
-    b = TraceBuilder()
-    b.step(1, 0, 1000)
-    b.op("aten::a", 0, 20)
-    b.kernel("k1", 10, 100, 100)  # 100..200, launched at 10 (queued before the gap 0..100 started? no: gap starts at 0)
-    b.op("aten::b", 20, 20)
-    b.kernel("k2", 30, 300, 200)  # launched at 30 < gap start 200: kernel-wait gap 200..300
-    b.op("aten::c", 600, 20)
-    b.kernel("k3", 650, 660, 300)  # launched at 650 >= gap start 500: host-wait gap 500..660
-    c = ctx_of(b, tmp_path)  # trailing 960..1000: nothing follows -> kernel-wait
-    assert c.get("gpu_busy_share") == pytest.approx(0.6)
-    assert c.get("gpu_idle_share") == pytest.approx(0.4)
-    assert c.get("idle_host_wait_share") == pytest.approx((100 + 160) / 1000)
-    assert c.get("idle_kernel_wait_share") == pytest.approx((100 + 40) / 1000)
-    assert c.get("kernels_per_step") == 3
-    assert c.get("median_kernel_us") == pytest.approx(200)
-
-
-def test_launch_idle_excludes_dataloader(tmp_path):
-    c = ctx_of(dataloader_bound(), tmp_path)
-    # host-wait gaps per step: 450 µs before the kernel (400 of them inside the DataLoader span)
-    # and the 50 µs tail; the final tail has no following kernel (kernel-wait).
-    assert c.get("idle_host_wait_share") == pytest.approx((500 + 500 + 450) / 3000)
-    assert c.get("launch_idle_share") == pytest.approx((100 + 100 + 50) / 3000)
-
-
-def test_gpu_signals_unavailable_without_kernels(tmp_path):
-    b = TraceBuilder(devices=[])
-    b.step(1, 0, 100).op("aten::add", 10, 10)
-    c = ctx_of(b, tmp_path)
-    for name in (
-        "gpu_busy_share",
-        "idle_host_wait_share",
-        "launch_idle_share",
-        "h2d_share",
-        "tensor_core_kernel_share",
-        "has_tensor_cores",
-        "peak_memory_share",
-    ):
-        with pytest.raises(SignalUnavailable):
-            c.get(name)
-    assert c.get("cpu_exec_share") == pytest.approx(0.1)
-
-
-# ---- H2D copies -----------------------------------------------------------------------------
-
-
 def test_h2d_signals(tmp_path):
     b = TraceBuilder()
     for i in range(2):

@@ -99,6 +99,11 @@ class TraceBuilder:
         )
         return self._corr
 
+    def runtime(self, name: str, ts: float, dur: float) -> TraceBuilder:
+        """A runtime call that launches nothing (a sync, cudaMalloc, ...) on the current thread."""
+        self._launch(name, ts, dur)
+        return self
+
     def kernel(
         self,
         name: str,
@@ -108,8 +113,23 @@ class TraceBuilder:
         launch_dur: float = 5.0,
         device: int = 0,
         stream: int = 7,
+        corr: int | None = None,
     ) -> TraceBuilder:
-        corr = self._launch("cudaLaunchKernel", launch_ts, launch_dur)
+        if corr is None:
+            corr = self._launch("cudaLaunchKernel", launch_ts, launch_dur)
+        else:  # a chosen id (tests of repeated correlation ids)
+            self.events.append(
+                {
+                    "ph": "X",
+                    "cat": self._cat("cuda_runtime"),
+                    "name": "cudaLaunchKernel",
+                    "pid": self.pid,
+                    "tid": self.tid,
+                    "ts": self.base + launch_ts,
+                    "dur": launch_dur,
+                    "args": {"correlation": corr},
+                }
+            )
         self.events.append(
             {
                 "ph": "X",

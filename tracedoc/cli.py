@@ -91,6 +91,16 @@ def analyze(
         min=1,
         help="Worker processes for a directory of per-rank traces (default: min(CPUs, traces)).",
     ),
+    min_saving_ms: float = typer.Option(
+        0.05, "--min-saving-ms", min=0.0, help="Report no finding whose saving is below this many ms per step."
+    ),
+    min_saving_share: float = typer.Option(
+        0.01,
+        "--min-saving-share",
+        min=0.0,
+        max=1.0,
+        help="Report no finding whose saving is below this share of the step.",
+    ),
     rules: Optional[List[Path]] = typer.Option(
         None,
         "--rules",
@@ -127,7 +137,14 @@ def analyze(
 
                 if progress:
                     progress("computing signals and rules")
-                report = analyze_trace(loaded, rules=extra, select=select, ignore=ignore)
+                report = analyze_trace(
+                    loaded,
+                    rules=extra,
+                    select=select,
+                    ignore=ignore,
+                    min_saving_ms=min_saving_ms,
+                    min_saving_share=min_saving_share,
+                )
                 del loaded
     except TracedocError as exc:
         raise fail(str(exc), exc.exit_code) from None

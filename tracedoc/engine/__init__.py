@@ -11,6 +11,7 @@ from tracedoc.signals import SIGNALS, SignalContext
 from tracedoc.trace import Trace
 
 __all__ = [
+    "report_notes",
     "Finding",
     "Rule",
     "Skipped",
@@ -40,7 +41,13 @@ def rank_findings(findings: list[Finding]) -> list[Finding]:
 
 
 def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], list[Skipped]]:
-    """Evaluate ``rules`` on a signal context; returns (ranked findings, skipped rules)."""
+    """Evaluate ``rules`` on a signal context; returns (ranked findings, skipped rules).
+
+    Savings are granted from the ledger slices each rule claims
+    (:func:`tracedoc.engine.claims.grant_savings`), so they add up to at most the step.
+    """
+    from tracedoc.engine.claims import grant_savings
+
     findings, skipped = [], []
     for rule in rules:
         out = rule.evaluate(ctx.get)
@@ -48,20 +55,53 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
             findings.append(out)
         elif isinstance(out, Skipped):
             skipped.append(out)
+    grant_savings(findings, ctx.get)
     return rank_findings(findings), skipped
 
 
+def report_notes(ctx: SignalContext) -> list[str]:
+    """Caveats that change how the whole report reads (e.g. a window dominated by start-up)."""
+    notes = []
+    share, _ = ctx.try_get("startup_share")
+    if share is not None and share > 0.5:
+        notes.append(
+            f"One-off start-up work is {share:.0%} of the profiled window: the other figures are not "
+            "representative of steady state. Profile later steps with torch.profiler.schedule(wait=1, warmup=1, active=3)."
+        )
+    return notes
+
+
 def analyze_trace(
-    trace: Trace, rules: list[Rule] | None = None, select: list[str] | None = None, ignore: list[str] | None = None
+    trace: Trace,
+    rules: list[Rule] | None = None,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    min_saving_ms: float | None = None,
+    min_saving_share: float | None = None,
 ) -> Report:
     """Compute every signal, evaluate the rules and build the :class:`Report`.
+
+    Args:
+        min_saving_ms, min_saving_share: the floors (default 0.05 ms per step and 1% of the
+            step, :mod:`tracedoc.engine.claims`): a finding whose granted saving is below
+            either is reported in ``below_floor`` instead of ``findings``.
 
     Raises:
         tracedoc.errors.RuleError: a bad ``select``/``ignore`` selector or rule file.
     """
+    from tracedoc.engine.claims import MIN_SAVING_MS, MIN_SAVING_SHARE, apply_floors
+    from tracedoc.signals.ledger import idle_ledger
+
     rules = select_rules(rules if rules is not None else builtin_rules(), select, ignore)
     ctx = SignalContext(trace)
     findings, skipped = run_rules(ctx, rules)
+    step_ms, _ = ctx.try_get("step_time_ms")
+    findings, below = apply_floors(
+        findings,
+        step_ms,
+        MIN_SAVING_MS if min_saving_ms is None else min_saving_ms,
+        MIN_SAVING_SHARE if min_saving_share is None else min_saving_share,
+    )
     signals: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
     for name, sig in SIGNALS.items():
@@ -82,6 +122,9 @@ def analyze_trace(
         steps=per_step or [],
         findings=findings,
         skipped=skipped,
+        idle_ledger=idle_ledger(ctx),
+        below_floor=below,
+        notes=report_notes(ctx),
         rules_evaluated=[r.code for r in rules],
     )
 
@@ -91,6 +134,8 @@ def analyze(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     rules: list[Rule] | None = None,
+    min_saving_ms: float | None = None,
+    min_saving_share: float | None = None,
 ) -> Report:
     """Load a trace file and analyze it (see :func:`analyze_trace`).
 
@@ -104,4 +149,11 @@ def analyze(
     """
     from tracedoc.load import load
 
-    return analyze_trace(load(path), rules=rules, select=select, ignore=ignore)
+    return analyze_trace(
+        load(path),
+        rules=rules,
+        select=select,
+        ignore=ignore,
+        min_saving_ms=min_saving_ms,
+        min_saving_share=min_saving_share,
+    )

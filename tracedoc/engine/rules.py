@@ -65,6 +65,10 @@ class Finding:
     saving_basis: str
     evidence: dict[str, Any]
     fix: Fix
+    claims: tuple[str, ...] = ("step",)
+    #: the rule's own estimate before the engine capped it to the slices still unclaimed
+    #: (None when the estimate was granted whole)
+    uncapped_saving_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +78,8 @@ class Finding:
             "message": self.message,
             "estimated_saving_ms": self.estimated_saving_ms,
             "saving_basis": self.saving_basis,
+            "claims": list(self.claims),
+            "uncapped_saving_ms": self.uncapped_saving_ms,
             "evidence": self.evidence,
             "fix": self.fix.to_dict(),
         }
@@ -108,6 +114,7 @@ class Rule:
     docs: dict[str, str]
     tests: list[dict[str, Any]] = field(default_factory=list)
     source: str = ""
+    claims: tuple[str, ...] = ("step",)
 
     @property
     def message_names(self) -> set[str]:
@@ -163,6 +170,7 @@ class Rule:
             self.saving_basis,
             evidence,
             self.fix,
+            claims=self.claims,
         )
 
 
@@ -172,6 +180,25 @@ def _req(data: dict, key: str, typ: type, src: str) -> Any:
     if not isinstance(data[key], typ):
         raise RuleError(f"{src}: '{key}' must be a {typ.__name__}")
     return data[key]
+
+
+#: What a finding's saving may be taken from (see tracedoc.engine.claims): a slice of the
+#: idle ledger, compute-busy GPU time, exposed communication, or the step as a whole.
+CLAIM_POOLS = ("busy", "comm", "step")
+
+
+def _claims(value: Any, src: str) -> tuple[str, ...]:
+    """Validate a rule's ``claims``: one pool or a list of them (``idle:<cause>``, ``busy``, ``comm``, ``step``)."""
+    from tracedoc.signals.ledger import LEDGER_KEYS
+
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(x, str) for x in items):
+        raise RuleError(f"{src}: 'claims' must be a string or a non-empty list of strings")
+    allowed = {*CLAIM_POOLS, *(f"idle:{k}" for k in LEDGER_KEYS)}
+    for x in items:
+        if x not in allowed:
+            raise RuleError(f"{src}: claims {x!r} is not one of {', '.join(sorted(allowed))}")
+    return tuple(items)
 
 
 def parse_rule(data: dict[str, Any], src: str) -> Rule:
@@ -217,6 +244,7 @@ def parse_rule(data: dict[str, Any], src: str) -> Rule:
         docs=docs,
         tests=list(data.get("tests", [])),
         source=src,
+        claims=_claims(data.get("claims", "step"), src),
     )
     for n in rule.required_signals | set(rule.evidence):
         if not n.isidentifier():

@@ -14,7 +14,13 @@ else bumps it)::
      "findings": [{"code", "name", "severity", "message", "estimated_saving_ms",
                    "saving_basis", "evidence", "fix": {"summary", "safety", "knobs"}}],
      "skipped": [{"code", "name", "reason"}],
-     "rules_evaluated": [code, ...]}
+     "rules_evaluated": [code, ...],
+     "idle_ledger": {device_label: {cause: ms_per_step}},   # causes add up to the idle time
+     "below_floor": [{"code", "name", "estimated_saving_ms"}],
+     "notes": [str]}
+
+Findings also carry ``claims`` (the ledger slices their saving is granted from) and
+``uncapped_saving_ms`` (the rule's own estimate when the engine capped it).
 """
 
 from __future__ import annotations
@@ -58,6 +64,12 @@ class Report:
     findings: list[Finding]
     skipped: list[Skipped]
     rules_evaluated: list[str] = field(default_factory=list)
+    #: device label -> {ledger cause -> ms per step}; each device's causes add up to its idle time
+    idle_ledger: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: findings whose granted saving fell below the floors (not ranked, not counted for --fail-on)
+    below_floor: list[Finding] = field(default_factory=list)
+    #: caveats about the whole report (e.g. a window dominated by start-up work)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned, JSON-safe form (see the module docstring)."""
@@ -72,4 +84,9 @@ class Report:
             "findings": [f.to_dict() for f in self.findings],
             "skipped": [s.to_dict() for s in self.skipped],
             "rules_evaluated": self.rules_evaluated,
+            "idle_ledger": self.idle_ledger,
+            "below_floor": [
+                {"code": f.code, "name": f.name, "estimated_saving_ms": f.estimated_saving_ms} for f in self.below_floor
+            ],
+            "notes": self.notes,
         }

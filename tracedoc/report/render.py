@@ -19,6 +19,7 @@ from tracedoc.report.model import Report
 
 BREAKDOWN = (  # signal, label, colour
     ("kernel_share", "kernel", "green"),
+    ("communication_share", "comm", "bright_green"),
     ("memcpy_share", "memcpy", "blue"),
     ("memset_share", "memset", "cyan"),
     ("runtime_share", "runtime", "magenta"),
@@ -58,6 +59,13 @@ def short_name(name: str, limit: int = 70) -> str:
     return n if len(n) <= limit else n[: limit - 1] + "…"
 
 
+def ledger_line(led: dict[str, float]) -> str:
+    """One device's idle ledger on one line: total, then each non-zero cause, largest first (ms per step)."""
+    total = sum(led.values())
+    parts = [f"{k.replace('_', ' ')} {v:.1f}" for k, v in sorted(led.items(), key=lambda kv: -kv[1]) if v >= 0.05]
+    return f"{total:.1f} ms/step = " + (" + ".join(parts) if parts else "0")
+
+
 def _fmt_evidence(name: str, v: Any) -> str:
     if isinstance(v, float) and name.endswith("_share"):
         return f"{v:.1%}"
@@ -92,6 +100,10 @@ class MarkdownRenderer:
         for key, label, _ in BREAKDOWN:
             v = s.get(key)
             lines.append(f"| {label} | {'n/a' if v is None else f'{v:.1%}'} |")
+        for dev, led in report.idle_ledger.items():
+            lines += ["", f"GPU idle on `{dev}`: {ledger_line(led)}"]
+        for note in report.notes:
+            lines += ["", f"> **Note:** {note}"]
         lines += ["", "## Findings", ""]
         if not report.findings:
             lines.append("No findings.")
@@ -140,10 +152,17 @@ class ConsoleRenderer:
         )
         c.print(f"  {steps_txt}")
         c.print(self._bar(s))
+        for dev, led in report.idle_ledger.items():
+            c.print(f"  [bold]GPU idle ({escape(dev)})[/] {escape(ledger_line(led))}")
+        for note in report.notes:
+            c.print(f"  [yellow]note:[/] {escape(note)}")
         if not report.findings:
             c.print("\n[green]No findings.[/]")
         for i, f in enumerate(report.findings, 1):
             c.print(self._finding(i, f))
+        if report.below_floor:
+            names = ", ".join(f"{f.code} ({f.estimated_saving_ms:.2f} ms)" for f in report.below_floor)
+            c.print(f"\n[dim]Below the saving floor (not listed): {escape(names)}[/]")
         if report.skipped:
             c.print("\n[dim]Skipped rules:[/]")
             for k in report.skipped:

@@ -11,8 +11,11 @@ so GPU work that trails the CPU is charged to the step that launched it. A trace
 without step annotations gets one window over the whole trace (``has_steps`` False).
 
 Breakdown: every µs of a window is assigned to the first busy category in the order
-kernel > memcpy > memset > runtime > dataloader > cpu_exec > other (the plugin's
-"Step Time Breakdown" priority). ``cpu_exec`` counts ``cpu_op`` and ``user_annotation``
+kernel > communication > memcpy > memset > runtime > dataloader > cpu_exec > other (the
+plugin's "Step Time Breakdown" priority, with communication kept apart from compute
+kernels as Holistic Trace Analysis does: a communication kernel that overlaps a compute
+kernel counts as kernel time, the exposed rest as communication; CPU-side collectives
+such as gloo's count as communication below runtime calls). ``cpu_exec`` counts ``cpu_op`` and ``user_annotation``
 events other than ``ProfilerStep#`` (``python_function`` stack events are excluded:
 they cover the whole step).
 """
@@ -23,17 +26,28 @@ import numpy as np
 import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
-from tracedoc.signals.intervals import covered_mask
+from tracedoc.signals.intervals import paint, per_window
 from tracedoc.signals.strings import startswith_mask
 
-BREAKDOWN_CATEGORIES = ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
+BREAKDOWN_CATEGORIES = ("kernel", "communication", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
 
 
 def gpu_events(ctx: SignalContext) -> pd.DataFrame:
-    """Kernels, memcpys and memsets in one frame: kind, name, device, ts_us, end_us, correlation."""
+    """Kernels, memcpys and memsets in one frame, each with its launching runtime call.
+
+    Columns: kind (kernel | memcpy | memset), name, device, stream, ts_us, end_us,
+    correlation, comm (bool: a communication kernel, :mod:`tracedoc.signals.comm`),
+    rt_pos (row position in ``trace.runtime`` of the launching call, -1 when unlinked),
+    launch_ts_us, launch_end_us (NaN when unlinked), launch_thread (``"pid/tid"`` of the
+    launching call, None when unlinked). Links come from
+    :func:`tracedoc.signals.links.link_launches`, the one (pid, correlation) join.
+    """
 
     def build() -> pd.DataFrame:
+        from tracedoc.signals.comm import comm_kernel_mask
+        from tracedoc.signals.links import link_launches
+
         t = ctx.trace
         parts = []
         for kind, df in (("kernel", t.kernels), ("memcpy", t.memcpys), ("memset", t.memsets)):
@@ -42,30 +56,95 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
                     pd.DataFrame(
                         {
                             "kind": kind,
-                            "name": df["name"],
-                            "device": df["device"],
-                            "ts_us": df["ts_us"],
-                            "end_us": df["end_us"],
-                            "correlation": df["correlation"],
+                            "name": df["name"].to_numpy(),
+                            "device": df["device"].to_numpy(),
+                            "stream": df["stream"].to_numpy(),
+                            "ts_us": df["ts_us"].to_numpy(),
+                            "end_us": df["end_us"].to_numpy(),
+                            "correlation": df["correlation"].to_numpy(),
                         }
                     )
                 )
         if not parts:
-            return pd.DataFrame({"kind": [], "name": [], "device": [], "ts_us": [], "end_us": [], "correlation": []})
-        return pd.concat(parts, ignore_index=True)
+            g = pd.DataFrame(
+                {
+                    c: pd.Series(dtype=object if c in ("kind", "name") else float)
+                    for c in ("kind", "name", "device", "stream", "ts_us", "end_us", "correlation")
+                }
+            )
+        else:
+            g = pd.concat(parts, ignore_index=True)
+        rt = t.runtime
+        pos = link_launches(
+            g["correlation"].to_numpy(dtype=float),
+            g["ts_us"].to_numpy(dtype=float),
+            g["device"].to_numpy(),
+            rt["correlation"].to_numpy(dtype=float),
+            rt["ts_us"].to_numpy(dtype=float),
+            rt["pid"].to_numpy(dtype=object),
+        )
+        linked = pos >= 0
+        safe = np.where(linked, pos, 0)
+        g["comm"] = comm_kernel_mask(g["name"]) & (g["kind"] == "kernel").to_numpy() if len(g) else np.zeros(0, bool)
+        g["rt_pos"] = pos
+        if len(rt):
+            g["launch_ts_us"] = np.where(linked, rt["ts_us"].to_numpy(dtype=float)[safe], np.nan)
+            g["launch_end_us"] = np.where(linked, rt["end_us"].to_numpy(dtype=float)[safe], np.nan)
+            thread = (rt["pid"] + "/" + rt["tid"]).to_numpy(dtype=object)
+            g["launch_thread"] = np.where(linked, thread[safe], None)
+        else:
+            g["launch_ts_us"] = np.nan
+            g["launch_end_us"] = np.nan
+            g["launch_thread"] = None
+        return g
 
     return ctx.cached("gpu_events", build)
+
+
+def step_spans(ctx: SignalContext) -> pd.DataFrame:
+    """The ``ProfilerStep#N`` CPU spans of one step thread: step, ts_us, end_us (sorted).
+
+    A trace merged from several processes or threads can carry each step more than once;
+    counting every copy would double the step count and halve every per-step figure. The
+    step thread is the (pid, tid) with the most ``ProfilerStep#`` annotations (ties: the
+    one whose first step starts earliest), and a step number that repeats on it keeps its
+    first span.
+    """
+
+    def build() -> pd.DataFrame:
+        steps = ctx.trace.steps
+        ops = ctx.trace.ops
+        if not len(steps):
+            return pd.DataFrame({"step": [], "ts_us": [], "end_us": []})
+        marks = ops[startswith_mask(ops["name"], "ProfilerStep#")]
+        if len(marks):
+            key = (marks["pid"] + "/" + marks["tid"]).to_numpy(dtype=object)
+            counts = pd.Series(key).value_counts()
+            top = counts[counts == counts.max()].index
+            first = pd.Series(marks["ts_us"].to_numpy(), index=key).groupby(level=0).min()
+            chosen = first[first.index.isin(top)].idxmin()
+            on_thread = set(np.round(marks["ts_us"].to_numpy()[key == chosen], 6))
+            steps = steps[np.isin(np.round(steps["ts_us"].to_numpy(), 6), list(on_thread))]
+        steps = steps.sort_values("ts_us", kind="stable").drop_duplicates("step", keep="first")
+        return pd.DataFrame(
+            {"step": steps["step"].to_numpy(), "ts_us": steps["ts_us"].to_numpy(), "end_us": steps["end_us"].to_numpy()}
+        )
+
+    return ctx.cached("step_spans", build)
 
 
 def step_windows(ctx: SignalContext) -> pd.DataFrame:
     """One row per step window: step, cpu_start_us, cpu_end_us, start_us, end_us, dur_us.
 
-    See the module docstring for the definition.
+    See the module docstring for the definition. GPU work that was launched before the
+    first step (by earlier, unprofiled iterations) and still runs when it begins is not the
+    first step's: the first window starts after the last such event that ends before the
+    first step's own GPU work starts (the TensorBoard plugin's rule).
     """
 
     def build() -> pd.DataFrame:
         t = ctx.trace
-        steps = t.steps
+        steps = step_spans(ctx)
         if not len(steps):
             return pd.DataFrame(
                 {
@@ -80,21 +159,23 @@ def step_windows(ctx: SignalContext) -> pd.DataFrame:
         s = steps["ts_us"].to_numpy()
         e = steps["end_us"].to_numpy()
         g = np.full(len(steps), -np.inf)
+        first_dev = np.inf
         gpu = gpu_events(ctx)
-        rt = t.runtime
-        if len(gpu) and len(rt):
-            linked = (
-                rt[["ts_us", "correlation"]].dropna().merge(gpu[["correlation", "end_us"]].dropna(), on="correlation")
-            )
-            if len(linked):
-                ts = linked["ts_us"].to_numpy()
-                idx = np.searchsorted(s, ts, side="right") - 1
-                ok = (idx >= 0) & (ts <= e[np.maximum(idx, 0)])
-                if ok.any():
-                    np.maximum.at(g, idx[ok], linked["end_us"].to_numpy()[ok])
+        prev_end = -np.inf
+        if len(gpu):
+            lts = gpu["launch_ts_us"].to_numpy()
+            idx = np.searchsorted(s, lts, side="right") - 1
+            ok = (idx >= 0) & (lts <= e[np.maximum(idx, 0)])
+            if ok.any():
+                np.maximum.at(g, idx[ok], gpu["end_us"].to_numpy()[ok])
+                in_first = ok & (idx == 0)
+                if in_first.any():
+                    first_dev = gpu["ts_us"].to_numpy()[in_first].min()
+                    spill = ~ok & (gpu["end_us"].to_numpy() < first_dev)
+                    if spill.any():
+                        prev_end = gpu["end_us"].to_numpy()[spill].max()
         start = np.empty(len(steps))
         end = np.empty(len(steps))
-        prev_end = -np.inf
         for i in range(len(steps)):  # one iteration per step: a handful
             start[i] = max(s[i], prev_end)
             end[i] = max(e[i], g[i], start[i])
@@ -114,6 +195,7 @@ def step_windows(ctx: SignalContext) -> pd.DataFrame:
 
 
 def has_steps(ctx: SignalContext) -> bool:
+    """Whether the trace has ``ProfilerStep#N`` annotations."""
     return len(ctx.trace.steps) > 0
 
 
@@ -123,40 +205,71 @@ def dataloader_spans(ctx: SignalContext) -> pd.DataFrame:
     return ctx.cached("dataloader_spans", lambda: ops[startswith_mask(ops["name"], DATALOADER_PREFIX)])
 
 
+def primary_gpu_events(ctx: SignalContext) -> pd.DataFrame:
+    """:func:`gpu_events` of the primary device (the one with the most kernel time).
+
+    Every GPU-side signal covers this one device unless its doc says otherwise (the
+    ledger covers each device); a trace whose events name no described device keeps all.
+    """
+
+    def build() -> pd.DataFrame:
+        g = gpu_events(ctx)
+        dev = ctx.device
+        if dev is not None and (g["device"] == dev.id).any():
+            g = g[(g["device"] == dev.id).to_numpy()]
+        return g
+
+    return ctx.cached("primary_gpu_events", build)
+
+
+def cpu_exec_ops(ctx: SignalContext) -> pd.DataFrame:
+    """CPU ops and annotations that count as CPU execution: ``cpu_op`` and ``user_annotation``
+    events other than ``ProfilerStep#`` (``python_function`` stack events cover the whole step)."""
+    ops = ctx.trace.ops
+    return ctx.cached(
+        "cpu_exec_ops",
+        lambda: ops[(ops["cat"].isin(("cpu_op", "user_annotation"))) & ~startswith_mask(ops["name"], "ProfilerStep#")],
+    )
+
+
+def comm_ops(ctx: SignalContext) -> pd.DataFrame:
+    """CPU spans of collective communication (``gloo:*``, ``c10d::*``, ``record_param_comms``, ...)."""
+    from tracedoc.signals.comm import comm_op_mask
+
+    ops = ctx.trace.ops
+    return ctx.cached("comm_ops", lambda: ops[comm_op_mask(ops["name"])])
+
+
 def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
-    """Per step window, µs assigned to each breakdown category (columns BREAKDOWN_CATEGORIES)."""
+    """Per step window, µs assigned to each breakdown category (columns BREAKDOWN_CATEGORIES).
+
+    GPU layers are the primary device's (:func:`primary_gpu_events`). ``communication``
+    is collective-communication kernels not overlapped by a compute kernel, then CPU
+    communication spans (gloo) with the GPU idle and no runtime call.
+    """
 
     def build() -> pd.DataFrame:
         t = ctx.trace
         w = step_windows(ctx)
         ws, we = w["start_us"].to_numpy(), w["end_us"].to_numpy()
-        ops = t.ops
-        cpu = ops[(ops["cat"].isin(("cpu_op", "user_annotation"))) & ~startswith_mask(ops["name"], "ProfilerStep#")]
-        dl = dataloader_spans(ctx)
-        layers = [
-            (t.kernels["ts_us"].to_numpy(), t.kernels["end_us"].to_numpy()),
-            (t.memcpys["ts_us"].to_numpy(), t.memcpys["end_us"].to_numpy()),
-            (t.memsets["ts_us"].to_numpy(), t.memsets["end_us"].to_numpy()),
-            (t.runtime["ts_us"].to_numpy(), t.runtime["end_us"].to_numpy()),
-            (dl["ts_us"].to_numpy(), dl["end_us"].to_numpy()),
-            (cpu["ts_us"].to_numpy(), cpu["end_us"].to_numpy()),
+        g = primary_gpu_events(ctx)
+        kind, comm = g["kind"].to_numpy(), g["comm"].to_numpy(dtype=bool)
+        gs, ge = g["ts_us"].to_numpy(dtype=float), g["end_us"].to_numpy(dtype=float)
+        cpu, dl, cops = cpu_exec_ops(ctx), dataloader_spans(ctx), comm_ops(ctx)
+        cat = {c: i for i, c in enumerate(BREAKDOWN_CATEGORIES)}
+        layers = [  # (starts, ends, category) in priority order
+            (gs[(kind == "kernel") & ~comm], ge[(kind == "kernel") & ~comm], cat["kernel"]),
+            (gs[comm], ge[comm], cat["communication"]),
+            (gs[kind == "memcpy"], ge[kind == "memcpy"], cat["memcpy"]),
+            (gs[kind == "memset"], ge[kind == "memset"], cat["memset"]),
+            (t.runtime["ts_us"].to_numpy(), t.runtime["end_us"].to_numpy(), cat["runtime"]),
+            (cops["ts_us"].to_numpy(), cops["end_us"].to_numpy(), cat["communication"]),
+            (dl["ts_us"].to_numpy(), dl["end_us"].to_numpy(), cat["dataloader"]),
+            (cpu["ts_us"].to_numpy(), cpu["end_us"].to_numpy(), cat["cpu_exec"]),
         ]
-        lo, hi = ws.min(), we.max()
-        bounds = [ws, we]
-        for a, b in layers:
-            bounds.append(np.clip(a, lo, hi))
-            bounds.append(np.clip(b, lo, hi))
-        grid = np.unique(np.concatenate(bounds))
-        seg_len = np.diff(grid)
-        assigned = np.full(seg_len.size, len(layers), dtype=np.int64)  # default: "other"
-        for k in range(len(layers) - 1, -1, -1):  # lowest priority first, higher overwrite
-            a, b = layers[k]
-            mask = covered_mask(np.clip(a, lo, hi), np.clip(b, lo, hi), grid)
-            assigned[mask] = k
-        step_idx = np.searchsorted(ws, grid[:-1], side="right") - 1
-        inside = (step_idx >= 0) & (grid[:-1] < we[np.maximum(step_idx, 0)])
-        out = np.zeros((len(w), len(BREAKDOWN_CATEGORIES)))
-        np.add.at(out, (step_idx[inside], assigned[inside]), seg_len[inside])
+        grid, assigned = paint([(a, b) for a, b, _ in layers], ws.min(), we.max(), [ws, we])
+        to_cat = np.array([c for _, _, c in layers] + [cat["other"]])
+        out = per_window(grid, to_cat[assigned], len(BREAKDOWN_CATEGORIES), ws, we)
         df = pd.DataFrame(out, columns=list(BREAKDOWN_CATEGORIES))
         df.insert(0, "step", w["step"].to_numpy())
         return df
@@ -168,15 +281,13 @@ def gpu_events_per_step(ctx: SignalContext) -> np.ndarray:
     """Number of GPU events launched by runtime calls inside each step's CPU span."""
 
     def build() -> np.ndarray:
-        t = ctx.trace
         w = step_windows(ctx)
         n = np.zeros(len(w), dtype=np.int64)
         gpu = gpu_events(ctx)
-        if not has_steps(ctx) or not len(gpu) or not len(t.runtime):
+        if not has_steps(ctx) or not len(gpu):
             return n
-        linked = t.runtime[["ts_us", "correlation"]].dropna().merge(gpu[["correlation"]].dropna(), on="correlation")
         s, e = w["cpu_start_us"].to_numpy(), w["cpu_end_us"].to_numpy()
-        ts = linked["ts_us"].to_numpy()
+        ts = gpu["launch_ts_us"].to_numpy()
         idx = np.searchsorted(s, ts, side="right") - 1
         ok = (idx >= 0) & (ts <= e[np.maximum(idx, 0)])
         np.add.at(n, idx[ok], 1)
@@ -253,8 +364,16 @@ def _share(category: str):
 
 @signal("share")
 def kernel_share(ctx: SignalContext) -> float:
-    """Share of step time whose top-priority activity is a GPU kernel (breakdown, 0..1)."""
+    """Share of step time whose top-priority activity is a compute kernel on the primary device
+    (breakdown, 0..1; communication kernels are ``communication_share``)."""
     return _share("kernel")(ctx)
+
+
+@signal("share")
+def communication_share(ctx: SignalContext) -> float:
+    """Share of step time in collective communication with no compute kernel running: exposed
+    communication kernels, then CPU collectives (gloo) with the GPU idle (breakdown, 0..1)."""
+    return _share("communication")(ctx)
 
 
 @signal("share")
