@@ -251,10 +251,10 @@ def list_signals() -> None:
     from tracedoc.signals import SIGNALS
 
     table = Table(show_edge=False)
-    for col in ("signal", "unit", "definition"):
+    for col in ("signal", "unit", "covers", "definition"):
         table.add_column(col)
     for name, sig in sorted(SIGNALS.items()):
-        table.add_row(name, sig.unit, sig.summary)
+        table.add_row(name, sig.unit, sig.scope, sig.summary)
     Console(highlight=False).print(table)
 
 

@@ -119,6 +119,7 @@ def analyze_trace(
         signals=signals,
         signals_unavailable=unavailable,
         units={n: s.unit for n, s in SIGNALS.items() if s.unit != "table"},
+        scopes={n: s.scope for n, s in SIGNALS.items() if s.unit != "table"},
         steps=per_step or [],
         findings=findings,
         skipped=skipped,

@@ -5,11 +5,12 @@ else bumps it)::
 
     {"schema_version": 1,
      "tool": {"name": "tracedoc", "version": str},
-     "trace": {"path", "n_events", "span_ms", "has_steps", "n_steps", "rank",
+     "trace": {"primary_device", "path", "n_events", "span_ms", "has_steps", "n_steps", "rank",
                "device": {...} | null, "devices": [...]},
      "signals": {name: number | bool | null},
      "signals_unavailable": {name: reason},
      "units": {name: unit},
+     "scopes": {name: "primary device" | "all devices" | "host" | "steps" | "trace"},
      "steps": [{"step", "step_time_ms", "<category>_ms", ...}],
      "findings": [{"code", "name", "severity", "message", "estimated_saving_ms",
                    "saving_basis", "evidence", "fix": {"summary", "safety", "knobs"}}],
@@ -40,7 +41,9 @@ SCHEMA_VERSION = 1
 def summarize_trace(trace: Trace) -> dict[str, Any]:
     """The report's ``trace`` section."""
     dev = trace.primary_device()
+    vendor = {"NVIDIA": "cuda", "AMD": "hip"}.get(dev.vendor, "gpu") if dev else None
     return {
+        "primary_device": f"{vendor}:{dev.id}" if dev else None,
         "path": trace.path,
         "n_events": trace.n_events,
         "span_ms": round(trace.span_us / 1000.0, 3),
@@ -64,6 +67,8 @@ class Report:
     findings: list[Finding]
     skipped: list[Skipped]
     rules_evaluated: list[str] = field(default_factory=list)
+    #: signal -> what it covers (tracedoc.signals.base.SCOPES); ``trace.primary_device`` names the device
+    scopes: dict[str, str] = field(default_factory=dict)
     #: device label -> {ledger cause -> ms per step}; each device's causes add up to its idle time
     idle_ledger: dict[str, dict[str, float]] = field(default_factory=dict)
     #: findings whose granted saving fell below the floors (not ranked, not counted for --fail-on)
@@ -80,6 +85,7 @@ class Report:
             "signals": self.signals,
             "signals_unavailable": self.signals_unavailable,
             "units": self.units,
+            "scopes": self.scopes,
             "steps": self.steps,
             "findings": [f.to_dict() for f in self.findings],
             "skipped": [s.to_dict() for s in self.skipped],

@@ -134,7 +134,9 @@ class ConsoleRenderer:
         t, s = report.trace, report.signals
         dev = t["device"]
         dev_txt = (
-            f"{escape(dev['name'])} ({_fmt((dev['total_memory_bytes'] or 0) / 2**30)} GiB)"
+            f"{escape(dev['name'])} ({_fmt((dev['total_memory_bytes'] or 0) / 2**30)} GiB"
+            + (f", {escape(t['primary_device'])}" if t.get("primary_device") else "")
+            + ")"
             if dev
             else "no GPU described"
         )

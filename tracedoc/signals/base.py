@@ -15,6 +15,9 @@ from typing import Any, Callable
 from tracedoc.trace import Trace
 
 UNITS = ("ms", "us", "share", "count", "bytes", "bool", "table", "ratio")
+#: What a signal covers: the primary GPU (most kernel time), every GPU, the host (CPU
+#: threads), the step windows as a whole (host and primary GPU), or the trace.
+SCOPES = ("primary device", "all devices", "host", "steps", "trace")
 
 
 class SignalUnavailable(Exception):
@@ -29,12 +32,14 @@ class Signal:
         name: snake_case name with its unit as suffix (``_ms``, ``_share``, ...).
         unit: one of :data:`UNITS`.
         func: computes the value from a :class:`SignalContext`.
+        scope: what it covers, one of :data:`SCOPES` (reports name the primary device).
         doc: the function's docstring: formula, events used, unit.
     """
 
     name: str
     unit: str
     func: Callable[[SignalContext], Any]
+    scope: str = "primary device"
 
     @property
     def doc(self) -> str:
@@ -48,13 +53,21 @@ class Signal:
 SIGNALS: dict[str, Signal] = {}
 
 
-def signal(unit: str) -> Callable[[Callable[[SignalContext], Any]], Callable[[SignalContext], Any]]:
-    """Register the decorated function as a signal named after the function."""
+def signal(
+    unit: str, scope: str = "primary device"
+) -> Callable[[Callable[[SignalContext], Any]], Callable[[SignalContext], Any]]:
+    """Register the decorated function as a signal named after the function.
+
+    Raises:
+        ValueError: an unknown unit or scope.
+    """
     if unit not in UNITS:
         raise ValueError(f"unknown unit {unit!r}")
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}")
 
     def deco(func: Callable[[SignalContext], Any]) -> Callable[[SignalContext], Any]:
-        SIGNALS[func.__name__] = Signal(func.__name__, unit, func)
+        SIGNALS[func.__name__] = Signal(func.__name__, unit, func, scope)
         return func
 
     return deco

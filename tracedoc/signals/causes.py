@@ -84,7 +84,7 @@ def top_blocking_calls(ctx: SignalContext) -> list[dict]:
     ]
 
 
-@signal("count")
+@signal("count", scope="host")
 def blocking_calls_per_step(ctx: SignalContext) -> float:
     """Blocking runtime calls (synchronisations, blocking copies) per complete step."""
     rt = ctx.trace.runtime
@@ -99,7 +99,7 @@ def blocking_sync_idle_share(ctx: SignalContext) -> float:
     return primary_ledger(ctx)["blocking_sync"] / ctx.get("step_time_ms")
 
 
-@signal("count")
+@signal("count", scope="host")
 def allocator_calls_per_step(ctx: SignalContext) -> float:
     """cudaMalloc/cudaFree (and HIP equivalents) calls per complete step.
 
@@ -115,7 +115,7 @@ def allocator_calls_per_step(ctx: SignalContext) -> float:
     return float((cls["allocator"].to_numpy() & inside).sum()) / _n_steps(ctx)
 
 
-@signal("ms")
+@signal("ms", scope="host")
 def allocator_ms(ctx: SignalContext) -> float:
     """CPU time per step inside cudaMalloc/cudaFree (HIP equivalents) calls, ms (whether or not the GPU idled)."""
     rt = ctx.trace.runtime
@@ -131,7 +131,7 @@ def startup_share(ctx: SignalContext) -> float:
     return primary_ledger(ctx)["startup"] / ctx.get("step_time_ms")
 
 
-@signal("ratio")
+@signal("ratio", scope="steps")
 def first_step_ratio(ctx: SignalContext) -> float:
     """First complete step's length over the median of the other complete steps.
 
@@ -147,7 +147,7 @@ def first_step_ratio(ctx: SignalContext) -> float:
     return float(d[0] / med)
 
 
-@signal("ms")
+@signal("ms", scope="steps")
 def warmup_ms(ctx: SignalContext) -> float:
     """One-off start-up time per step, ms: the larger of the ledger's ``startup`` slice and the
     first step's excess over the median step (spread over the steps), when that step is
@@ -162,7 +162,7 @@ def warmup_ms(ctx: SignalContext) -> float:
     return max(startup, excess)
 
 
-@signal("table")
+@signal("table", scope="host")
 def top_startup_calls(ctx: SignalContext) -> list[dict]:
     """The longest start-up runtime calls (context creation, module loads, slow first launches)."""
     rt = ctx.trace.runtime
@@ -174,7 +174,7 @@ def top_startup_calls(ctx: SignalContext) -> list[dict]:
     return [{"call": r["name"], "ms": round(float(r["dur_us"]) / 1000, 3)} for _, r in s.iterrows()]
 
 
-@signal("bool")
+@signal("bool", scope="trace")
 def torch_compiled(ctx: SignalContext) -> bool:
     """Whether the model runs compiled (torch.compile): the trace has Dynamo/AOTAutograd regions
     (``Torch-Compiled Region``, ``CompiledFunction``, ``CompiledFxGraph``) or Inductor's Triton
@@ -186,7 +186,7 @@ def torch_compiled(ctx: SignalContext) -> bool:
     return bool(name_mask(k["name"], lambda n: n.startswith(TRITON_KERNEL_PREFIXES)).any())
 
 
-@signal("ratio")
+@signal("ratio", scope="steps")
 def max_step_ratio(ctx: SignalContext) -> float:
     """Longest complete step over the median complete step (the first step excluded, since
     ``warmup-in-profile`` owns it). Unavailable with fewer than 4 complete steps."""
@@ -201,7 +201,7 @@ def max_step_ratio(ctx: SignalContext) -> float:
     return float(rest.max() / med)
 
 
-@signal("ms")
+@signal("ms", scope="steps")
 def outlier_excess_ms(ctx: SignalContext) -> float:
     """Per step, ms: the time the outlier steps (over 1.5x the median, first step excluded)
     spend beyond the median step, spread over all complete steps."""

@@ -97,7 +97,7 @@ def comm_overlap_share(ctx: SignalContext) -> float:
     return 1.0 - ctx.get("exposed_comm_kernel_ms") / total
 
 
-@signal("ms")
+@signal("ms", scope="host")
 def cpu_comm_ms(ctx: SignalContext) -> float:
     """Time per step the step waits on CPU-side collectives, ms.
 

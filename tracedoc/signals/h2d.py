@@ -38,55 +38,55 @@ def _time_share(ctx: SignalContext, m: pd.DataFrame) -> float:
     return averaged(ctx, per)
 
 
-@signal("share")
+@signal("share", scope="all devices")
 def h2d_share(ctx: SignalContext) -> float:
     """Union of HtoD copy intervals inside the step windows / step time (0..1)."""
     return _time_share(ctx, _h2d(ctx))
 
 
-@signal("ms")
+@signal("ms", scope="all devices")
 def h2d_ms(ctx: SignalContext) -> float:
     """HtoD copy time per step, ms: ``h2d_share * step_time_ms``."""
     return ctx.get("h2d_share") * ctx.get("step_time_ms")
 
 
-@signal("bytes")
+@signal("bytes", scope="all devices")
 def h2d_bytes_per_step(ctx: SignalContext) -> float:
     """Bytes copied host-to-device per step (``args.bytes``; NaN-sized copies count 0)."""
     return float(_h2d(ctx)["bytes"].fillna(0).sum() / _per_step(ctx))
 
 
-@signal("count")
+@signal("count", scope="all devices")
 def h2d_count_per_step(ctx: SignalContext) -> float:
     """HtoD copies per step."""
     return len(_h2d(ctx)) / _per_step(ctx)
 
 
-@signal("count")
+@signal("count", scope="all devices")
 def pageable_h2d_count(ctx: SignalContext) -> float:
     """HtoD copies from pageable host memory, per step."""
     return len(_h2d(ctx, pageable_only=True)) / _per_step(ctx)
 
 
-@signal("bytes")
+@signal("bytes", scope="all devices")
 def pageable_h2d_bytes_per_step(ctx: SignalContext) -> float:
     """Bytes copied host-to-device from pageable memory per step."""
     return float(_h2d(ctx, pageable_only=True)["bytes"].fillna(0).sum() / _per_step(ctx))
 
 
-@signal("share")
+@signal("share", scope="all devices")
 def pageable_h2d_share(ctx: SignalContext) -> float:
     """Union of pageable HtoD copy intervals / step time (0..1)."""
     return _time_share(ctx, _h2d(ctx, pageable_only=True))
 
 
-@signal("ms")
+@signal("ms", scope="all devices")
 def pageable_h2d_ms(ctx: SignalContext) -> float:
     """Pageable HtoD copy time per step, ms: ``pageable_h2d_share * step_time_ms``."""
     return ctx.get("pageable_h2d_share") * ctx.get("step_time_ms")
 
 
-@signal("table")
+@signal("table", scope="all devices")
 def top_h2d_copies(ctx: SignalContext) -> list[dict]:
     """The largest HtoD copies per step: name, bytes per copy, mean µs, copies per step."""
     m = _h2d(ctx)

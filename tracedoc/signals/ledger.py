@@ -446,7 +446,7 @@ def idle_host_wait_ms(ctx: SignalContext) -> float:
     return float(sum(led[k] for k in HOST_WAIT_CAUSES))
 
 
-@signal("table")
+@signal("table", scope="all devices")
 def idle_ledger_table(ctx: SignalContext) -> list[dict]:
     """The idle ledger as rows: device, cause, ms per step, share of the device's idle time."""
     rows = []

@@ -25,7 +25,7 @@ def _zero_grad_spans(ctx: SignalContext):
     return merge(z["ts_us"].to_numpy(), z["end_us"].to_numpy())
 
 
-@signal("share")
+@signal("share", scope="host")
 def zero_grad_share(ctx: SignalContext) -> float:
     """Time inside ``Optimizer.zero_grad#`` spans / step time (0..1)."""
     s, e = _zero_grad_spans(ctx)
@@ -33,13 +33,13 @@ def zero_grad_share(ctx: SignalContext) -> float:
     return averaged(ctx, overlap_per_window(s, e, w["start_us"].to_numpy(), w["end_us"].to_numpy()))
 
 
-@signal("ms")
+@signal("ms", scope="host")
 def zero_grad_ms(ctx: SignalContext) -> float:
     """Time inside ``Optimizer.zero_grad#`` spans per step, ms: ``zero_grad_share * step_time_ms``."""
     return ctx.get("zero_grad_share") * ctx.get("step_time_ms")
 
 
-@signal("count")
+@signal("count", scope="host")
 def zero_grad_kernels_per_step(ctx: SignalContext) -> float:
     """Kernel launches and memsets issued from inside ``Optimizer.zero_grad#`` spans, per step."""
     s, e = _zero_grad_spans(ctx)

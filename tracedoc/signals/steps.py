@@ -342,13 +342,13 @@ def averaged(ctx: SignalContext, per_step_us: np.ndarray) -> float:
     return float(np.asarray(per_step_us)[m].sum() / total)
 
 
-@signal("count")
+@signal("count", scope="trace")
 def step_count(ctx: SignalContext) -> int:
     """Number of complete ``ProfilerStep#N`` steps averaged over (0 when the trace has none)."""
     return int(complete_mask(ctx).sum()) if has_steps(ctx) else 0
 
 
-@signal("ms")
+@signal("ms", scope="trace")
 def step_time_ms(ctx: SignalContext) -> float:
     """Mean step-window length over complete steps, ms. Whole trace span when there are no steps."""
     w = step_windows(ctx)
@@ -362,39 +362,39 @@ def _share(category: str):
     return f
 
 
-@signal("share")
+@signal("share", scope="steps")
 def kernel_share(ctx: SignalContext) -> float:
     """Share of step time whose top-priority activity is a compute kernel on the primary device
     (breakdown, 0..1; communication kernels are ``communication_share``)."""
     return _share("kernel")(ctx)
 
 
-@signal("share")
+@signal("share", scope="steps")
 def communication_share(ctx: SignalContext) -> float:
     """Share of step time in collective communication with no compute kernel running: exposed
     communication kernels, then CPU collectives (gloo) with the GPU idle (breakdown, 0..1)."""
     return _share("communication")(ctx)
 
 
-@signal("share")
+@signal("share", scope="steps")
 def memcpy_share(ctx: SignalContext) -> float:
     """Share of step time in GPU memcpy with no kernel running (breakdown, 0..1)."""
     return _share("memcpy")(ctx)
 
 
-@signal("share")
+@signal("share", scope="steps")
 def memset_share(ctx: SignalContext) -> float:
     """Share of step time in GPU memset with no kernel or memcpy running (breakdown, 0..1)."""
     return _share("memset")(ctx)
 
 
-@signal("share")
+@signal("share", scope="steps")
 def runtime_share(ctx: SignalContext) -> float:
     """Share of step time in CUDA/HIP runtime calls with the GPU idle (breakdown, 0..1)."""
     return _share("runtime")(ctx)
 
 
-@signal("share")
+@signal("share", scope="steps")
 def dataloader_share(ctx: SignalContext) -> float:
     """Share of step time spent in DataLoader ``__next__`` with the GPU idle and no runtime call
     (breakdown, 0..1; the TensorBoard plugin's "DataLoader" figure).
@@ -408,25 +408,25 @@ def dataloader_share(ctx: SignalContext) -> float:
     return _share("dataloader")(ctx)
 
 
-@signal("ms")
+@signal("ms", scope="steps")
 def dataloader_ms(ctx: SignalContext) -> float:
     """DataLoader time per step with the GPU idle, ms: ``dataloader_share * step_time_ms``."""
     return ctx.get("dataloader_share") * ctx.get("step_time_ms")
 
 
-@signal("share")
+@signal("share", scope="steps")
 def cpu_exec_share(ctx: SignalContext) -> float:
     """Share of step time in CPU ops with no GPU activity, runtime call or DataLoader (breakdown)."""
     return _share("cpu_exec")(ctx)
 
 
-@signal("share")
+@signal("share", scope="steps")
 def other_share(ctx: SignalContext) -> float:
     """Share of step time with none of the breakdown's activities (breakdown, 0..1)."""
     return _share("other")(ctx)
 
 
-@signal("table")
+@signal("table", scope="steps")
 def step_breakdown(ctx: SignalContext) -> list[dict]:
     """Per step: step number, window ms, and ms in each breakdown category."""
     b = breakdown_us(ctx)
