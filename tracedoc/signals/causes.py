@@ -14,7 +14,7 @@ import pandas as pd
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.ledger import BLOCKING_OPS, _runtime_classes, primary_ledger
 from tracedoc.signals.steps import complete_mask, has_steps, in_complete_steps, step_windows
-from tracedoc.signals.strings import name_mask
+from tracedoc.signals.strings import cached_name_mask, frame_threads, name_mask
 
 #: Names that show the model was compiled with torch.compile (TorchDynamo + Inductor annotate
 #: compiled regions and the graphs they call; AOTAutograd's autograd.Function is CompiledFunction).
@@ -55,10 +55,11 @@ def top_blocking_calls(ctx: SignalContext) -> list[dict]:
     rt, ops = t.runtime, t.ops
     cls = _runtime_classes(ctx)
     b = rt[cls["blocking"].to_numpy() & in_complete_steps(ctx, rt["ts_us"].to_numpy())]
-    block_ops = ops[name_mask(ops["name"], lambda n: bool(BLOCKING_OPS.match(n)))]
+    block_ops = ops[cached_name_mask(ctx, "ops", "blocking", lambda n: bool(BLOCKING_OPS.match(n)))]
     if not len(b) and not len(block_ops):
         raise SignalUnavailable("no blocking synchronisation or copy inside the steps")
-    thread = (ops["pid"] + "/" + ops["tid"]).to_numpy(dtype=object)
+    codes, labels = frame_threads(ctx, "ops")
+    thread = labels[codes]
     rows = []
     n = _n_steps(ctx)
     for _, r in b.sort_values("dur_us", ascending=False).head(50).iterrows():

@@ -36,17 +36,25 @@ launch this device's work were doing, first match wins:
    non-blocking runtime call longer than :data:`SLOW_LAUNCH_MIN_US` that starts before the
    trace's first GPU work (CUDA and HIP create the context lazily, inside the first call);
    compilation (Dynamo/Inductor/Triton spans); and first launches that load modules: a
-   launch call longer than both :data:`SLOW_LAUNCH_MIN_US` and :data:`SLOW_LAUNCH_FACTOR`
-   times the trace's median launch call.
+   *kernel*-launch call (``cudaLaunchKernel``, ``cuLaunchKernel``, ``hipLaunchKernel``,
+   ``hipModuleLaunchKernel``, ...; not a memcpy or memset call) longer than both
+   :data:`SLOW_LAUNCH_MIN_US` and :data:`SLOW_LAUNCH_FACTOR` times the trace's median
+   kernel-launch call.
 5. ``dataloader`` -- inside ``enumerate(DataLoader)#...__next__``.
 6. ``zero_grad`` -- inside ``Optimizer.zero_grad#...`` (its per-parameter fill kernels).
 7. ``blocking_sync`` again for the *refill* after a blocking call: from its end until the
    next launch on the device, the queue it drained is empty and the GPU waits for the CPU
    to catch up; without the blocking call that CPU work would have overlapped GPU work.
-8. ``launch_overhead`` -- inside a launch call, or inside a ``cpu_op`` that launches GPU
-   work (dispatcher, framework and Python-binding time spent issuing kernels).
-9. ``other_cpu`` -- inside any other CPU op, annotation or Python function.
-10. ``untraced`` -- no event of the launching threads covers the instant.
+8. ``launch_overhead`` -- inside a launch call (a kernel-launch, memcpy or memset runtime
+   call), or inside a ``cpu_op`` that contains one on its thread (dispatcher, framework
+   and Python-binding time spent issuing GPU work). Record-function annotations
+   (``Optimizer.step#...``, ``enumerate(DataLoader)#...``) are not ops, whatever their
+   category: old traces file them as ``Operator``, so they are told by the ``#`` in
+   their name.
+9. ``other_cpu`` -- inside any other CPU op, annotation, Python function or runtime call.
+   ``ProfilerStep#N`` spans do not count: they cover the whole step and are no activity.
+10. ``untraced`` -- nothing of the launching threads covers the instant (but a
+    ``ProfilerStep#N`` span).
 
 The launching threads of a device are the (pid, tid) pairs whose runtime calls launched
 its work; a trace whose work cannot be linked to runtime calls uses every thread.
@@ -59,10 +67,11 @@ import re
 import numpy as np
 import pandas as pd
 
+from tracedoc.signals.attribution import compiled
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import merge, paint, per_window
-from tracedoc.signals.steps import comm_ops, complete_mask, dataloader_spans, gpu_events, step_windows
-from tracedoc.signals.strings import name_mask, startswith_mask
+from tracedoc.signals.steps import DATALOADER_PREFIX, complete_mask, gpu_events, step_windows
+from tracedoc.signals.strings import cached_name_mask, frame_threads, name_mask, on_threads
 
 #: Host-wait causes, in the order the ledger reports them.
 HOST_WAIT_CAUSES = (
@@ -106,15 +115,13 @@ STARTUP_OPS = re.compile(
     r"torch/_dynamo/convert_frame|torch/_inductor/compile_fx|CachingAutotuner\.benchmark_all_configs)"
 )
 ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
-
-
-def _thread(df: pd.DataFrame) -> np.ndarray:
-    return (df["pid"] + "/" + df["tid"]).to_numpy(dtype=object)
+_COMM_OPS = compiled("communication_ops")
 
 
 def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
-    """Per runtime call: blocking, pageable_h2d (a blocking H2D copy from pageable memory),
-    allocator, startup, launch (bools), thread."""
+    """Per runtime call (bools): blocking, pageable_h2d (a blocking H2D copy from pageable
+    memory), allocator, startup, launch (a kernel-launch call), issues_gpu (a kernel launch,
+    memcpy or memset call: a *launch call* of the ledger)."""
 
     def build() -> pd.DataFrame:
         rt = ctx.trace.runtime
@@ -141,6 +148,7 @@ def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
             pageable_h2d[copies["rt_pos"].to_numpy()[pflag]] = True
         allocator = name_mask(names, lambda n: bool(_ALLOCATOR.match(n)))
         launch = (rt["kind"] == "launch").to_numpy()
+        issues_gpu = rt["kind"].isin(("launch", "memcpy", "memset")).to_numpy()
         startup = name_mask(names, lambda n: bool(_STARTUP_RUNTIME.match(n)))
         dur = rt["dur_us"].to_numpy()
         if launch.any():
@@ -158,7 +166,7 @@ def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
                 "allocator": allocator,
                 "startup": startup,
                 "launch": launch,
-                "thread": _thread(rt),
+                "issues_gpu": issues_gpu,
             },
             index=rt.index,
         )
@@ -173,20 +181,29 @@ def _launching_ops(ctx: SignalContext) -> np.ndarray:
         ops, rt = ctx.trace.ops, ctx.trace.runtime
         out = np.zeros(len(ops), dtype=bool)
         cls = _runtime_classes(ctx)
-        launches = rt[cls["launch"].to_numpy() | (rt["kind"].isin(("memcpy", "memset"))).to_numpy()]
-        if not len(launches) or not len(ops):
+        is_launch = cls["issues_gpu"].to_numpy()
+        if not is_launch.any() or not len(ops):
             return out
-        candidate = (ops["cat"] == "cpu_op").to_numpy() & ~startswith_mask(ops["name"], "ProfilerStep#")
-        l_thread = _thread(launches)
-        o_thread = _thread(ops)
-        ts_all = launches["ts_us"].to_numpy()
-        for key in np.unique(l_thread):
-            lts = np.sort(ts_all[l_thread == key])
-            sel = np.flatnonzero(candidate & (o_thread == key))
+        # record_function annotations (ProfilerStep#, Optimizer.step#, enumerate(DataLoader)#...) are
+        # no ops: old traces file them as `Operator`, i.e. cpu_op, so they are told by the `#`
+        candidate = (ops["cat"] == "cpu_op").to_numpy() & ~cached_name_mask(
+            ctx, "ops", "annotation", lambda n: "#" in n
+        )
+        rt_codes, rt_labels = frame_threads(ctx, "runtime")
+        op_codes, op_labels = frame_threads(ctx, "ops")
+        op_code_of = {lab: i for i, lab in enumerate(op_labels)}
+        ts_all = rt["ts_us"].to_numpy()
+        o_ts, o_end = ops["ts_us"].to_numpy(), ops["end_us"].to_numpy()
+        for rc in np.unique(rt_codes[is_launch]):
+            oc = op_code_of.get(rt_labels[rc])
+            if oc is None:
+                continue
+            lts = np.sort(ts_all[is_launch & (rt_codes == rc)])
+            sel = np.flatnonzero(candidate & (op_codes == oc))
             if not sel.size:
                 continue
-            a = np.searchsorted(lts, ops["ts_us"].to_numpy()[sel], side="left")
-            b = np.searchsorted(lts, ops["end_us"].to_numpy()[sel], side="right")
+            a = np.searchsorted(lts, o_ts[sel], side="left")
+            b = np.searchsorted(lts, o_end[sel], side="right")
             out[sel] = b > a
         return out
 
@@ -235,31 +252,29 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
         lts = g["launch_ts_us"].to_numpy(dtype=float)
         lte = g["launch_end_us"].to_numpy(dtype=float)
 
-        threads = set(g["launch_thread"].dropna())
+        threads = set(g["launch_thread"].dropna()) or None  # None: unlinked work, every thread counts
         rt, ops = t.runtime, t.ops
-        rt_on = np.isin(_thread(rt), list(threads)) if threads else np.ones(len(rt), bool)
-        ops_on = np.isin(_thread(ops), list(threads)) if threads else np.ones(len(ops), bool)
+        rt_on = on_threads(ctx, "runtime", threads)
+        ops_on = on_threads(ctx, "ops", threads)
         cls = _runtime_classes(ctx)
 
         # work is queued once its launch call has returned (a slow first launch that loads a
         # module has not queued anything yet), until it starts
         q = ~np.isnan(lte) & (lte < gs)
         queued_s, queued_e = lte[q], gs[q]
-        blocking_ops = ops_on & name_mask(ops["name"], lambda n: bool(BLOCKING_OPS.match(n)))
+        blocking_ops = ops_on & cached_name_mask(ctx, "ops", "blocking", lambda n: bool(BLOCKING_OPS.match(n)))
         block = [
             _spans(rt, rt_on & cls["blocking"].to_numpy()),
             _spans(ops, blocking_ops),
         ]
         bs = np.concatenate([b[0] for b in block])
         be = np.concatenate([b[1] for b in block])
-        dl = dataloader_spans(ctx)
-        dl = dl[np.isin(_thread(dl), list(threads))] if threads else dl
-        zg = ops[ops_on & startswith_mask(ops["name"], ZERO_GRAD_PREFIX)]
-        cops = comm_ops(ctx)
-        cops = cops[np.isin(_thread(cops), list(threads))] if threads else cops
-        startup_ops = ops_on & name_mask(ops["name"], lambda n: bool(STARTUP_OPS.search(n)))
+        dl = ops[ops_on & cached_name_mask(ctx, "ops", "dataloader", lambda n: n.startswith(DATALOADER_PREFIX))]
+        zg = ops[ops_on & cached_name_mask(ctx, "ops", "zero_grad", lambda n: n.startswith(ZERO_GRAD_PREFIX))]
+        cops = ops[ops_on & cached_name_mask(ctx, "ops", "comm", lambda n: bool(_COMM_OPS.search(n)))]
+        startup_ops = ops_on & cached_name_mask(ctx, "ops", "startup", lambda n: bool(STARTUP_OPS.search(n)))
         launching = ops_on & _launching_ops(ctx)
-        other_cpu = ops_on & ~startswith_mask(ops["name"], "ProfilerStep#")
+        other_cpu = ops_on & ~cached_name_mask(ctx, "ops", "profiler_step", lambda n: n.startswith("ProfilerStep#"))
         rs, re_ = _refill_spans(be, lts, hi)
 
         # layer order = ownership priority (see the module docstring)
@@ -275,7 +290,7 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
             _spans(dl),  # 7
             _spans(zg),  # 8
             (rs, re_),  # 9 refill after a blocking call
-            _spans(rt, rt_on & cls["launch"].to_numpy()),  # 10 launch calls
+            _spans(rt, rt_on & cls["issues_gpu"].to_numpy()),  # 10 launch calls (kernels, copies, memsets)
             _spans(ops, launching),  # 11 ops that launch GPU work
             _spans(ops, other_cpu),  # 12
             _spans(rt, rt_on),  # 13 any other runtime call: CPU busy in the driver

@@ -27,7 +27,7 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import paint, per_window
-from tracedoc.signals.strings import startswith_mask
+from tracedoc.signals.strings import cached_name_mask, frame_threads, startswith_mask
 
 BREAKDOWN_CATEGORIES = ("kernel", "communication", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
@@ -90,8 +90,8 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
         if len(rt):
             g["launch_ts_us"] = np.where(linked, rt["ts_us"].to_numpy(dtype=float)[safe], np.nan)
             g["launch_end_us"] = np.where(linked, rt["end_us"].to_numpy(dtype=float)[safe], np.nan)
-            thread = (rt["pid"] + "/" + rt["tid"]).to_numpy(dtype=object)
-            g["launch_thread"] = np.where(linked, thread[safe], None)
+            codes, labels = frame_threads(ctx, "runtime")
+            g["launch_thread"] = np.where(linked, labels[codes[safe]], None)
         else:
             g["launch_ts_us"] = np.nan
             g["launch_end_us"] = np.nan
@@ -202,7 +202,7 @@ def has_steps(ctx: SignalContext) -> bool:
 def dataloader_spans(ctx: SignalContext) -> pd.DataFrame:
     """CPU spans of ``enumerate(DataLoader)#...__next__``."""
     ops = ctx.trace.ops
-    return ctx.cached("dataloader_spans", lambda: ops[startswith_mask(ops["name"], DATALOADER_PREFIX)])
+    return ops[cached_name_mask(ctx, "ops", "dataloader", lambda n: n.startswith(DATALOADER_PREFIX))]
 
 
 def primary_gpu_events(ctx: SignalContext) -> pd.DataFrame:
@@ -228,16 +228,20 @@ def cpu_exec_ops(ctx: SignalContext) -> pd.DataFrame:
     ops = ctx.trace.ops
     return ctx.cached(
         "cpu_exec_ops",
-        lambda: ops[(ops["cat"].isin(("cpu_op", "user_annotation"))) & ~startswith_mask(ops["name"], "ProfilerStep#")],
+        lambda: ops[
+            (ops["cat"].isin(("cpu_op", "user_annotation"))).to_numpy()
+            & ~cached_name_mask(ctx, "ops", "profiler_step", lambda n: n.startswith("ProfilerStep#"))
+        ],
     )
 
 
 def comm_ops(ctx: SignalContext) -> pd.DataFrame:
     """CPU spans of collective communication (``gloo:*``, ``c10d::*``, ``record_param_comms``, ...)."""
-    from tracedoc.signals.comm import comm_op_mask
+    from tracedoc.signals.attribution import compiled
 
+    pattern = compiled("communication_ops")
     ops = ctx.trace.ops
-    return ctx.cached("comm_ops", lambda: ops[comm_op_mask(ops["name"])])
+    return ops[cached_name_mask(ctx, "ops", "comm", lambda n: bool(pattern.search(n)))]
 
 
 def breakdown_us(ctx: SignalContext) -> pd.DataFrame:

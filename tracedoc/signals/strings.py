@@ -33,3 +33,47 @@ def name_mask(names: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
 def startswith_mask(names: pd.Series, prefix: str) -> np.ndarray:
     """Same as ``names.str.startswith(prefix).to_numpy(bool)`` for a column of ``str``."""
     return name_mask(names, lambda s: s.startswith(prefix))
+
+
+def frame_names(ctx, frame: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, uniques)`` of the ``name`` column of ``ctx.trace.<frame>``, factorised once per context."""
+    df = getattr(ctx.trace, frame)
+    return ctx.cached(f"names_{frame}", lambda: pd.factorize(df["name"], sort=False))
+
+
+def cached_name_mask(ctx, frame: str, key: str, test: Callable[[str], bool]) -> np.ndarray:
+    """Boolean mask over ``ctx.trace.<frame>`` rows: ``test(name)``, computed once per distinct name
+    and cached in the context under ``key``."""
+
+    def build() -> np.ndarray:
+        codes, uniques = frame_names(ctx, frame)
+        per_name = np.fromiter((bool(test(n)) for n in uniques), dtype=bool, count=len(uniques))
+        return per_name[codes] if len(codes) else np.zeros(0, dtype=bool)
+
+    return ctx.cached(f"mask_{frame}_{key}", build)
+
+
+def frame_threads(ctx, frame: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, labels)``: an int code per row of ``ctx.trace.<frame>`` for its (pid, tid), and the
+    ``"pid/tid"`` label of each code. Factorised once per context (no per-row string building)."""
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        df = getattr(ctx.trace, frame)
+        if not len(df):
+            return np.zeros(0, dtype=np.int64), np.array([], dtype=object)
+        g = df.groupby(["pid", "tid"], sort=False, observed=True)
+        codes = g.ngroup().to_numpy()
+        # with sort=False, ngroup() numbers groups in order of first appearance, as size() lists them
+        keys = [f"{p}/{t}" for p, t in g.size().index]
+        return codes, np.array(keys, dtype=object)
+
+    return ctx.cached(f"threads_{frame}", build)
+
+
+def on_threads(ctx, frame: str, threads: set[str] | None) -> np.ndarray:
+    """Mask over ``ctx.trace.<frame>``: the row's (pid, tid) is one of ``threads`` (all rows when None)."""
+    codes, labels = frame_threads(ctx, frame)
+    if threads is None:
+        return np.ones(len(codes), dtype=bool)
+    keep = np.fromiter((lab in threads for lab in labels), dtype=bool, count=len(labels))
+    return keep[codes] if len(codes) else np.zeros(0, dtype=bool)
