@@ -60,7 +60,7 @@ def test_the_public_rules():
         "blocking-sync": "TD104",
         "launch-bound-gpu-idle": "TD201",
         "zero-grad-kernels": "TD202",
-        "launch-bound-compiled": "TD210",
+        "launch-bound-compiled": "TD203",
         "no-tensor-core-use": "TD301",
         "low-gpu-memory-use": "TD401",
         "allocator-churn": "TD402",
