@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracedoc.diff import (
     DiffInputError,
@@ -372,3 +374,84 @@ def test_load_side_raises_typed_errors(tmp_path):
     p.write_text(json.dumps(bad))
     with pytest.raises(DiffInputError, match="step #0"):
         load_side(p)
+
+
+def test_gzipped_and_key_sorted_reports_are_read_as_reports(tmp_path):
+    r = report(100.0, [finding(f"X{i}", f"rule-{i}", 1.0) for i in range(400)])
+    for f in r["findings"]:
+        f["message"] = "m" * 200  # the findings list outgrows the sniffed head
+    sorted_plain = tmp_path / "sorted.json"
+    sorted_plain.write_text(json.dumps(r, sort_keys=True))
+    assert json.dumps(r, sort_keys=True).index('"schema_version"') > 64 << 10
+    gz = tmp_path / "report.json.gz"
+    gz.write_bytes(gzip.compress(json.dumps(r).encode()))
+    for p in (sorted_plain, gz):
+        side = load_side(p)
+        assert side.kind == "report" and len(side.report["findings"]) == 400
+
+
+def test_oversized_report_is_refused_before_parsing(tmp_path, monkeypatch):
+    import tracedoc.diff as d
+
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(report(100.0, [finding("TD1", "x", 1.0)])))
+    monkeypatch.setattr(d, "MAX_REPORT_BYTES", 200)
+    with pytest.raises(DiffInputError, match="200-byte limit"):
+        load_side(p)
+
+
+def test_names_from_the_input_are_not_rich_markup(tmp_path):
+    b = tmp_path / "b.json"
+    a = tmp_path / "a.json"
+    b.write_text(json.dumps(report(100.0, [finding("TD9", "[bold red]x[/]", 5.0)])))
+    a.write_text(json.dumps(report(90.0, [finding("TD8", "[link=http://x]y[/link]", 5.0)])))
+    r = run("diff", b, a)
+    assert r.returncode == 0, r.stderr
+    assert "[bold red]x[/]" in r.stdout and "[link=http://x]y[/link]" in r.stdout
+
+
+def test_identical_inputs_resolve_nothing():
+    r = report(100.0, [finding("TD101", "dataloader-stall", 40.0), finding("TD301", "no-tensor-core-use", 30.0)])
+    d = compare_reports(r, copy.deepcopy(r)).to_dict()
+    assert d["resolved"] == d["new"] == d["changed"] == []
+    assert [x["code"] for x in d["persisting"]] == ["TD101", "TD301"]
+    assert d["step_time_ms"]["change_ms"] == 0.0 and d["step_time_ms"]["change_pct"] == 0.0
+
+
+def test_readme_calibration_table_matches_the_diff(pair_json):
+    """The README's table is the diff's own output (keeps the README true)."""
+    r = pair_json["resolved"][0]
+    st = pair_json["step_time_ms"]
+    row = (
+        f"| TD101 `dataloader-stall` | {r['predicted_saving_ms']:.1f} ms | {r['measured_saving_ms']:.1f} ms "
+        f"({st['before']:.1f} -> {st['after']:.1f}) | {r['ratio']:.2f} | {r['measured_saving_median_ms']:.1f} ms "
+        f"({st['median_before']:.1f} -> {st['median_after']:.1f}) | {r['ratio_median']:.2f} |"
+    )
+    assert row in (ROOT / "README.md").read_text()
+    assert row in (ROOT / "docs" / "diff.md").read_text()
+
+
+_codes = st.sampled_from(["TD101", "TD102", "TD201", "TD202", "TD301", "TD401"])
+_finding = st.builds(
+    lambda code, saving, sev: finding(code, code.lower(), saving, sev),
+    _codes,
+    st.one_of(st.none(), st.floats(0, 500, allow_nan=False)),
+    st.sampled_from(["info", "warning", "error"]),
+)
+_findings = st.lists(_finding, max_size=6, unique_by=lambda f: f["code"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(_findings, _findings, st.floats(1, 1000), st.floats(1, 1000))
+def test_every_finding_lands_in_exactly_one_group(fb, fa, tb, ta):
+    d = compare_reports(report(tb, fb), report(ta, fa)).to_dict()
+    before_codes, after_codes = {f["code"] for f in fb}, {f["code"] for f in fa}
+    groups = {g: [x["code"] for x in d[g]] for g in ("resolved", "new", "changed", "persisting")}
+    assert sorted(groups["resolved"]) == sorted(before_codes - after_codes)
+    assert sorted(groups["new"]) == sorted(after_codes - before_codes)
+    assert sorted(groups["changed"] + groups["persisting"]) == sorted(before_codes & after_codes)
+    for r in d["resolved"]:
+        assert r["measured_saving_ms"] == pytest.approx(tb - ta, abs=2e-3)
+        if r["predicted_saving_ms"] is not None and abs(tb - ta) > 1e-3:
+            assert r["ratio"] == pytest.approx(r["predicted_saving_ms"] / (tb - ta), rel=1e-2, abs=1e-3)
+    assert compare_reports(report(tb, fb), report(ta, fa)).regressed(0.0) == (ta > tb * (1 + 1e-12))

@@ -51,9 +51,10 @@ OUTLIER_FACTOR = 1.2
 BREAKDOWN_CATEGORIES = ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other", "communication")
 TRIAL_ANALYSIS = "analysis.json"
 TRIAL_TRACE = "trace.pt.trace.json.gz"
-#: Saved reports larger than this are refused (a report is a few hundred kB).
-MAX_REPORT_BYTES = 256 << 20
-_SNIFF_BYTES = 4096
+#: Saved reports larger than this (decompressed) are refused: a report is a few hundred kB,
+#: and this bounds the memory a hostile file can take.
+MAX_REPORT_BYTES = 64 << 20
+_SNIFF_BYTES = 64 << 10
 
 
 class DiffInputError(TracedocError):
@@ -90,17 +91,74 @@ def _regular_file(path: Path) -> None:
         raise DiffInputError(path, "not a regular file (a FIFO, device or socket)")
 
 
-def _looks_like_report(path: Path) -> bool:
-    """A saved report: plain JSON whose first key is ``schema_version`` or which has no
-    ``traceEvents`` near the top but a ``schema_version`` there."""
-    with open(path, "rb") as fh:
-        head = fh.read(_SNIFF_BYTES)
-    if head[:2] == b"\x1f\x8b":
-        return False
-    text = head.lstrip()
-    if not text.startswith(b"{"):
-        return False
-    return b'"schema_version"' in text and b'"traceEvents"' not in text
+def _read_limited(path: Path, limit: int) -> bytes:
+    """The file's bytes (gunzipped when it starts with the gzip magic), at most ``limit``.
+
+    Raises:
+        DiffInputError: more than ``limit`` bytes, or a corrupt/truncated gzip stream.
+    """
+    import gzip
+    import zlib
+
+    try:
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+        with gzip.open(path, "rb") if gz else open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise DiffInputError(path, f"corrupt or truncated gzip stream ({exc or type(exc).__name__})") from None
+    except OSError as exc:
+        raise DiffInputError(path, f"cannot read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise DiffInputError(path, f"a report larger than the {limit:,}-byte limit")
+    return data
+
+
+def _sniff_report(path: Path) -> dict[str, Any] | None:
+    """The parsed report when ``path`` is a saved report, else None (a trace).
+
+    The first :data:`_SNIFF_BYTES` (decompressed) decide when they can: ``"traceEvents"``
+    means a trace; ``"schema_version"`` means a report. Otherwise a file of at most
+    :data:`MAX_REPORT_BYTES` is parsed once and is a report when it is an object with
+    ``schema_version`` and ``findings`` and no ``traceEvents`` (e.g. a report with
+    sorted keys); anything else is handed to the trace loader, whose errors name the
+    problem.
+    """
+    import gzip
+    import zlib
+
+    import orjson
+
+    try:
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+        with gzip.open(path, "rb") if gz else open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError):
+        return None  # the trace loader reports it
+    if not head.lstrip().startswith(b"{") or b'"traceEvents"' in head:
+        return None
+    if b'"schema_version"' in head:
+        return _parse_report(path, _read_limited(path, MAX_REPORT_BYTES))
+    if path.stat().st_size > MAX_REPORT_BYTES:
+        return None
+    try:
+        data = orjson.loads(_read_limited(path, MAX_REPORT_BYTES))
+    except (orjson.JSONDecodeError, DiffInputError):
+        return None
+    if isinstance(data, dict) and "schema_version" in data and "findings" in data and "traceEvents" not in data:
+        return validate_report(data, path)
+    return None
+
+
+def _parse_report(path: Path, raw: bytes) -> dict[str, Any]:
+    import orjson
+
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise DiffInputError(path, f"invalid JSON report ({exc})") from None
+    return validate_report(data, path)
 
 
 def validate_report(data: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -125,6 +183,9 @@ def validate_report(data: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
     for i, f in enumerate(data["findings"]):
         if not isinstance(f, dict) or not isinstance(f.get("code"), str) or not isinstance(f.get("name"), str):
             raise DiffInputError(path, f"report finding #{i} has no string 'code' and 'name'")
+        for key in ("severity", "message", "saving_basis"):
+            if f.get(key) is not None and not isinstance(f[key], str):
+                raise DiffInputError(path, f"report finding #{i}: {key!r} is not a string")
         saving = f.get("estimated_saving_ms")
         if saving is not None and (isinstance(saving, bool) or not isinstance(saving, (int, float))):
             raise DiffInputError(path, f"report finding #{i}: 'estimated_saving_ms' is not a number")
@@ -132,8 +193,11 @@ def validate_report(data: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
     if st is not None and (isinstance(st, bool) or not isinstance(st, (int, float))):
         raise DiffInputError(path, "report signal 'step_time_ms' is not a number")
     for i, s in enumerate(data["steps"]):
-        if not isinstance(s, dict) or not isinstance(s.get("step_time_ms"), (int, float)):
+        if not isinstance(s, dict) or _num(s.get("step_time_ms")) is None:
             raise DiffInputError(path, f"report step #{i} has no numeric 'step_time_ms'")
+    n = data["signals"].get("step_count")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+        raise DiffInputError(path, "report signal 'step_count' is not an integer")
     ledger = data.get("idle_ledger")
     if ledger is not None and not (isinstance(ledger, dict) and all(isinstance(v, dict) for v in ledger.values())):
         raise DiffInputError(path, "report field 'idle_ledger' is not {device: {cause: ms}}")
@@ -141,16 +205,7 @@ def validate_report(data: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _read_report(path: Path) -> dict[str, Any]:
-    import orjson
-
-    size = path.stat().st_size
-    if size > MAX_REPORT_BYTES:
-        raise DiffInputError(path, f"report of {size:,} bytes is larger than the {MAX_REPORT_BYTES:,}-byte limit")
-    try:
-        data = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise DiffInputError(path, f"invalid JSON report ({exc})") from None
-    return validate_report(data, path)
+    return _parse_report(path, _read_limited(path, MAX_REPORT_BYTES))
 
 
 def _analyze_trace(path: Path) -> dict[str, Any]:
@@ -184,8 +239,9 @@ def load_side(path: str | os.PathLike[str]) -> Side:
             return Side(str(path), "trial", _analyze_trace(trace))
         raise DiffInputError(path, f"a directory without {TRIAL_ANALYSIS} or {TRIAL_TRACE} (not a fix-loop trial)")
     _regular_file(p)
-    if _looks_like_report(p):
-        return Side(str(path), "report", _read_report(p))
+    saved = _sniff_report(p)
+    if saved is not None:
+        return Side(str(path), "report", saved)
     return Side(str(path), "trace", _analyze_trace(p))
 
 
@@ -211,7 +267,7 @@ def complete_step_times(report: dict[str, Any]) -> list[float]:
     trace has no steps."""
     times = [float(s["step_time_ms"]) for s in report.get("steps") or []]
     n = report.get("signals", {}).get("step_count")
-    if isinstance(n, int) and 0 < n <= len(times):
+    if isinstance(n, int) and not isinstance(n, bool) and 0 < n <= len(times):
         times = times[:n]
     return times
 

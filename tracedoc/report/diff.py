@@ -30,6 +30,11 @@ def _pct(v: float | None) -> str:
     return "n/a" if v is None else f"{v:+.1f}%"
 
 
+def _e(v: Any) -> str:
+    """Text from an input (codes, names, severities), escaped for rich markup."""
+    return escape(str(v))
+
+
 def _side(d: dict[str, Any]) -> str:
     dev = f", {d['device']}" if d.get("device") else ""
     return f"{d['path']} ({d['kind']}{dev}, {d.get('step_count')} steps)"
@@ -162,7 +167,7 @@ class TextDiffRenderer:
                 t.add_column(col, justify="left" if col == "finding" else "right")
             for r in d["resolved"]:
                 t.add_row(
-                    f"{r['code']} {escape(r['name'])}",
+                    f"{_e(r['code'])} {_e(r['name'])}",
                     _ms(r["predicted_saving_ms"]),
                     _ms(r["measured_saving_ms"]),
                     _ratio(r["ratio"]),
@@ -175,20 +180,20 @@ class TextDiffRenderer:
             c.print("[dim]No finding resolved.[/]")
         for r in d["new"]:
             c.print(
-                f"[yellow]new[/]      {r['code']} {escape(r['name'])} ({r['severity']}), "
+                f"[yellow]new[/]      {_e(r['code'])} {_e(r['name'])} ({_e(r['severity'])}), "
                 f"est. saving {_ms(r['estimated_saving_ms'])} ms"
             )
         for r in d["changed"]:
             c.print(
-                f"[cyan]changed[/]  {r['code']} {escape(r['name'])}: {r['severity_before']} -> {r['severity_after']}, "
+                f"[cyan]changed[/]  {_e(r['code'])} {_e(r['name'])}: {_e(r['severity_before'])} -> {_e(r['severity_after'])}, "
                 f"est. saving {_ms(r['saving_before_ms'])} -> {_ms(r['saving_after_ms'])} ms"
             )
         for r in d["persisting"]:
-            c.print(f"[dim]same     {r['code']} {escape(r['name'])}, est. saving {_ms(r['saving_after_ms'])} ms[/]")
+            c.print(f"[dim]same     {_e(r['code'])} {_e(r['name'])}, est. saving {_ms(r['saving_after_ms'])} ms[/]")
         for side in ("before", "after"):
             for o in d["outlier_steps"].get(side, []):
                 c.print(
-                    f"[dim]outlier step {o['step']} ({side}): {_ms(o['step_time_ms'])} ms, "
+                    f"[dim]outlier step {_e(o['step'])} ({side}): {_ms(o['step_time_ms'])} ms, "
                     f"{_ms(o['excess_ms'], True)} ms over the median step, mostly {escape(str(o['top_category']))} "
                     f"({_ms(o['top_category_excess_ms'], True)} ms)[/]"
                 )
