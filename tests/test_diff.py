@@ -63,6 +63,9 @@ def test_real_pair_step_times_match_the_independent_golden_figures(pair_json):
     assert st["change_ms"] == pytest.approx(G4["mean_step_ms_tb"] - G0["mean_step_ms_tb"], abs=2e-3)
     assert st["median_before"] == pytest.approx(statistics.median(G0["tb_window_ms"]), abs=1e-3)
     assert st["median_after"] == pytest.approx(statistics.median(G4["tb_window_ms"]), abs=1e-3)
+    b, a = G0["tb_window_ms"], G4["tb_window_ms"]  # Welch standard error of the change: 10.81 ms
+    se = (statistics.variance(b) / len(b) + statistics.variance(a) / len(a)) ** 0.5
+    assert st["change_se_ms"] == pytest.approx(se, abs=2e-3)
     rows = {r["name"]: r for r in pair_json["breakdown_ms"]}
     for cat in ("kernel", "memcpy", "runtime", "dataloader", "cpu_exec", "other"):
         assert rows[cat]["before_ms"] == pytest.approx(G0["breakdown_ms_per_step"][cat], abs=0.01), cat
@@ -423,7 +426,8 @@ def test_readme_calibration_table_matches_the_diff(pair_json):
     r = pair_json["resolved"][0]
     st = pair_json["step_time_ms"]
     row = (
-        f"| TD101 `dataloader-stall` | {r['predicted_saving_ms']:.1f} ms | {r['measured_saving_ms']:.1f} ms "
+        f"| TD101 `dataloader-stall` | {r['predicted_saving_ms']:.1f} ms | {r['measured_saving_ms']:.1f} "
+        f"± {r['measured_saving_se_ms']:.1f} ms "
         f"({st['before']:.1f} -> {st['after']:.1f}) | {r['ratio']:.2f} | {r['measured_saving_median_ms']:.1f} ms "
         f"({st['median_before']:.1f} -> {st['median_after']:.1f}) | {r['ratio_median']:.2f} |"
     )

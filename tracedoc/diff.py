@@ -12,7 +12,8 @@ JSON form, rendered by :mod:`tracedoc.report.diff`). Definitions:
 
 * **step time**: each report's ``step_time_ms`` signal (mean window over complete
   steps, the TensorBoard plugin's definition); the *median* step is reported beside it
-  because a handful of profiled steps with one stall moves the mean a lot.
+  because a handful of profiled steps with one stall moves the mean a lot, and the
+  change carries its standard error (:func:`change_se_ms`).
 * **breakdown**: ms per step of each step-time breakdown category,
   ``<category>_share * step_time_ms``.
 * **idle ledger**: GPU idle ms per step by cause, when both reports carry
@@ -272,6 +273,17 @@ def complete_step_times(report: dict[str, Any]) -> list[float]:
     return times
 
 
+def change_se_ms(before_steps: list[float], after_steps: list[float]) -> float | None:
+    """Standard error of the difference of two mean step times (Welch):
+    ``sqrt(var_b / n_b + var_a / n_a)`` with sample variances; None with fewer than two
+    steps on a side. It says how far the measured change can move by which steps
+    happened to be profiled (about 95% of such moves fall within 2 SE)."""
+    if len(before_steps) < 2 or len(after_steps) < 2:
+        return None
+    var_b, var_a = statistics.variance(before_steps), statistics.variance(after_steps)
+    return (var_b / len(before_steps) + var_a / len(after_steps)) ** 0.5
+
+
 def _round(v: float | None, nd: int = 3) -> float | None:
     return None if v is None else round(v, nd)
 
@@ -288,6 +300,7 @@ class StepTime:
     after: float | None
     median_before: float | None
     median_after: float | None
+    change_se: float | None = None
 
     @property
     def change_ms(self) -> float | None:
@@ -308,6 +321,7 @@ class StepTime:
             "after": _round(self.after),
             "change_ms": _round(self.change_ms),
             "change_pct": _round(self.change_pct, 2),
+            "change_se_ms": _round(self.change_se),
             "median_before": _round(self.median_before),
             "median_after": _round(self.median_after),
             "median_change_ms": _round(med),
@@ -469,6 +483,7 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
         ``status`` (``"resolved"`` when the rule no longer fires after, else
         ``"persisting"``), ``predicted_saving_ms`` (its ``estimated_saving_ms`` before),
         ``measured_saving_ms`` (step time before - after, ms; mean over complete steps),
+        ``measured_saving_se_ms`` (its standard error, :func:`change_se_ms`),
         ``ratio`` (predicted / measured, None when measured is 0 or unknown),
         ``error`` ((predicted - measured) / measured), the same three on the median
         step (``measured_saving_median_ms``, ``ratio_median``, ``error_median``),
@@ -482,6 +497,7 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
     measured = None if sb is None or sa is None else sb - sa
     tb, ta = complete_step_times(b), complete_step_times(a)
     measured_med = statistics.median(tb) - statistics.median(ta) if tb and ta else None
+    se = change_se_ms(tb, ta)
     after_by_code = {f["code"]: f for f in a.get("findings", [])}
     wanted = set(names) if names else None
     out = []
@@ -500,6 +516,7 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
                 "status": "persisting" if later is not None else "resolved",
                 "predicted_saving_ms": _round(pred),
                 "measured_saving_ms": _round(measured),
+                "measured_saving_se_ms": _round(se),
                 "ratio": _round(_ratio(pred, measured), 4),
                 "error": _round(err, 4),
                 "measured_saving_median_ms": _round(measured_med),
@@ -533,6 +550,7 @@ def compare(before: Side, after: Side) -> DiffResult:
         _num(a.get("signals", {}).get("step_time_ms")),
         statistics.median(tb) if tb else None,
         statistics.median(ta) if ta else None,
+        change_se_ms(tb, ta),
     )
     fa_by_code = {f["code"]: f for f in a.get("findings", [])}
     fb_codes = {f["code"] for f in b.get("findings", [])}
@@ -601,6 +619,7 @@ __all__ = [
     "Side",
     "compare",
     "compare_reports",
+    "change_se_ms",
     "complete_step_times",
     "diff",
     "load_side",

@@ -30,6 +30,10 @@ def _pct(v: float | None) -> str:
     return "n/a" if v is None else f"{v:+.1f}%"
 
 
+def _se(v: float | None) -> str:
+    return "" if v is None else f" ± {v:.1f}"
+
+
 def _e(v: Any) -> str:
     """Text from an input (codes, names, severities), escaped for rich markup."""
     return escape(str(v))
@@ -60,7 +64,7 @@ class MarkdownDiffRenderer:
             f"- before: `{_side(d['before'])}`",
             f"- after: `{_side(d['after'])}`",
             f"- step time: {_ms(st['before'])} ms -> {_ms(st['after'])} ms "
-            f"({_ms(st['change_ms'], True)} ms, {_pct(st['change_pct'])}); median step "
+            f"({_ms(st['change_ms'], True)}{_se(st['change_se_ms'])} ms, {_pct(st['change_pct'])}); median step "
             f"{_ms(st['median_before'])} -> {_ms(st['median_after'])} ms",
             "",
             "## Step-time breakdown (ms per step)",
@@ -150,7 +154,7 @@ class TextDiffRenderer:
         style = "red" if change is not None and change > 0 else "green"
         c.print(
             f"  step time [bold]{_ms(st['before'])} ms -> {_ms(st['after'])} ms[/] "
-            f"[{style}]({_ms(change, True)} ms, {_pct(st['change_pct'])})[/]   median step "
+            f"[{style}]({_ms(change, True)}{_se(st['change_se_ms'])} ms, {_pct(st['change_pct'])})[/]   median step "
             f"{_ms(st['median_before'])} -> {_ms(st['median_after'])} ms ({_ms(st['median_change_ms'], True)} ms)"
         )
         c.print()
@@ -169,13 +173,16 @@ class TextDiffRenderer:
                 t.add_row(
                     f"{_e(r['code'])} {_e(r['name'])}",
                     _ms(r["predicted_saving_ms"]),
-                    _ms(r["measured_saving_ms"]),
+                    _ms(r["measured_saving_ms"]) + _se(r.get("measured_saving_se_ms")),
                     _ratio(r["ratio"]),
                     _ms(r["measured_saving_median_ms"]),
                     _ratio(r["ratio_median"]),
                 )
             c.print(t)
-            c.print("  [dim]measured = step time before - after (mean of complete steps; median step beside it)[/]")
+            c.print(
+                "  [dim]measured = step time before - after (mean of complete steps ± its standard error; "
+                "median step beside it)[/]"
+            )
         else:
             c.print("[dim]No finding resolved.[/]")
         for r in d["new"]:
