@@ -43,9 +43,12 @@ from tracedoc.errors import TracedocError
 SCHEMA_VERSION = 1
 #: A finding present on both sides is "changed" when its saving moved by more than both
 #: of these (absolute ms per step, and a share of its before value), or its severity moved.
+#: A project choice, not from a published source: wide enough that the step-to-step jitter
+#: of a re-profiled, unchanged workload (a few % on the real V100 pair) is not a change.
 SAVING_CHANGE_ABS_MS = 0.5
 SAVING_CHANGE_REL = 0.10
-#: A step whose time exceeds the median complete step by this factor is listed as an outlier.
+#: A step whose time exceeds the median complete step by this factor is listed as an outlier
+#: (a project choice; the steady steps of the real V100 traces stay within 1.07x their median).
 OUTLIER_FACTOR = 1.2
 #: Breakdown categories (the step-time breakdown's, in its priority order), then any extra
 #: ``<category>_share`` the reports carry that is listed here.
@@ -304,6 +307,7 @@ class StepTime:
 
     @property
     def change_ms(self) -> float | None:
+        """after - before (ms per step; negative means faster), None when one is unknown."""
         return None if self.before is None or self.after is None else self.after - self.before
 
     @property
@@ -313,6 +317,7 @@ class StepTime:
         return None if r is None else 100.0 * r
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``step_time_ms`` object of the JSON form (ms; ``change_pct`` in %)."""
         med = None
         if self.median_before is not None and self.median_after is not None:
             med = self.median_after - self.median_before
@@ -337,6 +342,7 @@ class Row:
     after: float | None
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"name", "before_ms", "after_ms", "change_ms"}`` (ms per step, None when unknown)."""
         change = None if self.before is None or self.after is None else self.after - self.before
         return {
             "name": self.name,

@@ -48,6 +48,7 @@ class JsonDiffRenderer:
     """The versioned JSON document (:meth:`DiffResult.to_dict`)."""
 
     def render(self, result: DiffResult) -> str:
+        """One indented JSON document (no trailing newline)."""
         return orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
@@ -56,6 +57,7 @@ class MarkdownDiffRenderer:
     predicted vs measured savings (for a pull request or a CI job summary)."""
 
     def render(self, result: DiffResult) -> str:
+        """The Markdown text, ending with a newline; times in ms per step."""
         d = result.to_dict()
         st = d["step_time_ms"]
         lines = [
@@ -144,6 +146,7 @@ class TextDiffRenderer:
         return t
 
     def render(self, result: DiffResult) -> None:
+        """Print the comparison on the console; times in ms per step."""
         c = self.console
         d = result.to_dict()
         st = d["step_time_ms"]
