@@ -258,6 +258,41 @@ def list_signals() -> None:
     Console(highlight=False).print(table)
 
 
+@app.command("diff")
+def diff_command(
+    before: Path = typer.Argument(..., help="Before: a trace, a saved JSON report, or a fix-loop trial directory."),
+    after: Path = typer.Argument(..., help="After: a trace, a saved JSON report, or a fix-loop trial directory."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
+    fail_on_regression: Optional[float] = typer.Option(
+        None, "--fail-on-regression", metavar="PCT", min=0.0, help="Exit 1 when the step time grew by more than PCT %."
+    ),
+) -> None:
+    """Compare two analyses: step time, breakdown, findings, predicted vs measured savings."""
+    try:
+        from tracedoc.diff import diff
+
+        result = diff(before, after)
+    except TracedocError as exc:
+        raise fail(str(exc), exc.exit_code) from None
+    except MemoryError:
+        raise fail(f"{before} / {after}: out of memory while comparing") from None
+    except Exception as exc:  # never a traceback for bad input
+        if os.environ.get("TRACEDOC_DEBUG"):
+            raise
+        raise fail(
+            f"{before} / {after}: cannot compare ({type(exc).__name__}: {exc}); TRACEDOC_DEBUG=1 shows a traceback"
+        ) from None
+    from tracedoc.report.diff import JsonDiffRenderer, MarkdownDiffRenderer, TextDiffRenderer
+
+    if format is Format.json:
+        sys.stdout.write(JsonDiffRenderer().render(result) + "\n")
+    elif format is Format.markdown:
+        sys.stdout.write(MarkdownDiffRenderer().render(result))
+    else:
+        TextDiffRenderer(Console(highlight=False)).render(result)
+    raise typer.Exit(1 if fail_on_regression is not None and result.regressed(fail_on_regression) else 0)
+
+
 def _register_fix_loop() -> None:
     try:
         from tracedoc.fixloop.command import fix_loop

@@ -252,7 +252,9 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
         lts = g["launch_ts_us"].to_numpy(dtype=float)
         lte = g["launch_end_us"].to_numpy(dtype=float)
 
-        threads = set(pd.unique(g["launch_thread"].dropna().to_numpy())) or None  # None: unlinked work, every thread counts
+        threads = (
+            set(pd.unique(g["launch_thread"].dropna().to_numpy())) or None
+        )  # None: unlinked work, every thread counts
         rt, ops = t.runtime, t.ops
         rt_on = on_threads(ctx, "runtime", threads)
         ops_on = on_threads(ctx, "ops", threads)

@@ -1,0 +1,634 @@
+"""Compare two analyses: did the step get faster, where did the time go, and were the
+predicted savings right?
+
+Inputs (each side detected on its own, see :func:`load_side`):
+
+* a trace (``.json`` / ``.json.gz``): analyzed with the built-in rules;
+* a saved report (``tracedoc analyze --format json`` output, ``schema_version`` 1);
+* a fix-loop trial directory: its ``analysis.json``, else its ``trace.pt.trace.json.gz``.
+
+Output: a :class:`DiffResult` (plain data; :meth:`DiffResult.to_dict` is the versioned
+JSON form, rendered by :mod:`tracedoc.report.diff`). Definitions:
+
+* **step time**: each report's ``step_time_ms`` signal (mean window over complete
+  steps, the TensorBoard plugin's definition); the *median* step is reported beside it
+  because a handful of profiled steps with one stall moves the mean a lot, and the
+  change carries its standard error (:func:`change_se_ms`).
+* **breakdown**: ms per step of each step-time breakdown category,
+  ``<category>_share * step_time_ms``.
+* **idle ledger**: GPU idle ms per step by cause, when both reports carry
+  ``idle_ledger`` (``{device: {cause: ms_per_step}}``).
+* **findings** are matched by rule code: *resolved* (before only), *new* (after only),
+  *changed* (both, and the severity differs or the estimated saving moved by more than
+  :data:`SAVING_CHANGE_ABS_MS` and :data:`SAVING_CHANGE_REL` of its before value),
+  *persisting* (both, unchanged).
+* **predicted vs measured**, for each resolved finding: predicted = its
+  ``estimated_saving_ms`` before; measured = step time before - after (mean, and median
+  step); ratio = predicted / measured; error = (predicted - measured) / measured. Every
+  finding resolved by the same change shares the same measured change.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracedoc.errors import TracedocError
+
+#: Version of :meth:`DiffResult.to_dict`'s layout (additive changes keep it).
+SCHEMA_VERSION = 1
+#: A finding present on both sides is "changed" when its saving moved by more than both
+#: of these (absolute ms per step, and a share of its before value), or its severity moved.
+#: A project choice, not from a published source: wide enough that the step-to-step jitter
+#: of a re-profiled, unchanged workload (a few % on the real V100 pair) is not a change.
+SAVING_CHANGE_ABS_MS = 0.5
+SAVING_CHANGE_REL = 0.10
+#: A step whose time exceeds the median complete step by this factor is listed as an outlier
+#: (a project choice; the steady steps of the real V100 traces stay within 1.07x their median).
+OUTLIER_FACTOR = 1.2
+#: Breakdown categories (the step-time breakdown's, in its priority order), then any extra
+#: ``<category>_share`` the reports carry that is listed here.
+BREAKDOWN_CATEGORIES = ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other", "communication")
+TRIAL_ANALYSIS = "analysis.json"
+TRIAL_TRACE = "trace.pt.trace.json.gz"
+#: Saved reports larger than this (decompressed) are refused: a report is a few hundred kB,
+#: and this bounds the memory a hostile file can take.
+MAX_REPORT_BYTES = 64 << 20
+_SNIFF_BYTES = 64 << 10
+
+
+class DiffInputError(TracedocError):
+    """One side of a diff cannot be used: the message names the path and the problem."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{self.path}: {problem}")
+
+
+@dataclass
+class Side:
+    """One analysed side of a diff.
+
+    Attributes:
+        path: what was given on the command line.
+        kind: ``"trace"``, ``"report"`` or ``"trial"``.
+        report: the report's JSON form (``Report.to_dict()``).
+    """
+
+    path: str
+    kind: str
+    report: dict[str, Any]
+
+
+def _regular_file(path: Path) -> None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise DiffInputError(path, "no such file or directory") from None
+    except OSError as exc:
+        raise DiffInputError(path, f"cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DiffInputError(path, "not a regular file (a FIFO, device or socket)")
+
+
+def _read_limited(path: Path, limit: int) -> bytes:
+    """The file's bytes (gunzipped when it starts with the gzip magic), at most ``limit``.
+
+    Raises:
+        DiffInputError: more than ``limit`` bytes, or a corrupt/truncated gzip stream.
+    """
+    import gzip
+    import zlib
+
+    try:
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+        with gzip.open(path, "rb") if gz else open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise DiffInputError(path, f"corrupt or truncated gzip stream ({exc or type(exc).__name__})") from None
+    except OSError as exc:
+        raise DiffInputError(path, f"cannot read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise DiffInputError(path, f"a report larger than the {limit:,}-byte limit")
+    return data
+
+
+def _sniff_report(path: Path) -> dict[str, Any] | None:
+    """The parsed report when ``path`` is a saved report, else None (a trace).
+
+    The first :data:`_SNIFF_BYTES` (decompressed) decide when they can: ``"traceEvents"``
+    means a trace; ``"schema_version"`` means a report. Otherwise a file of at most
+    :data:`MAX_REPORT_BYTES` is parsed once and is a report when it is an object with
+    ``schema_version`` and ``findings`` and no ``traceEvents`` (e.g. a report with
+    sorted keys); anything else is handed to the trace loader, whose errors name the
+    problem.
+    """
+    import gzip
+    import zlib
+
+    import orjson
+
+    try:
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+        with gzip.open(path, "rb") if gz else open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError):
+        return None  # the trace loader reports it
+    if not head.lstrip().startswith(b"{") or b'"traceEvents"' in head:
+        return None
+    if b'"schema_version"' in head:
+        return _parse_report(path, _read_limited(path, MAX_REPORT_BYTES))
+    if path.stat().st_size > MAX_REPORT_BYTES:
+        return None
+    try:
+        data = orjson.loads(_read_limited(path, MAX_REPORT_BYTES))
+    except (orjson.JSONDecodeError, DiffInputError):
+        return None
+    if isinstance(data, dict) and "schema_version" in data and "findings" in data and "traceEvents" not in data:
+        return validate_report(data, path)
+    return None
+
+
+def _parse_report(path: Path, raw: bytes) -> dict[str, Any]:
+    import orjson
+
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise DiffInputError(path, f"invalid JSON report ({exc})") from None
+    return validate_report(data, path)
+
+
+def validate_report(data: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Check that ``data`` is a single-trace report dict (``Report.to_dict()`` layout).
+
+    Returns:
+        ``data`` itself.
+
+    Raises:
+        DiffInputError: a multi-rank report, an unknown schema version, or a field of
+            the wrong type.
+    """
+    if not isinstance(data, dict):
+        raise DiffInputError(path, f"a report must be a JSON object, not {type(data).__name__}")
+    if "ranks" in data and "signals" not in data:
+        raise DiffInputError(path, "a multi-rank report; diff compares single-trace reports")
+    if data.get("schema_version") != 1:
+        raise DiffInputError(path, f"unsupported report schema_version {data.get('schema_version')!r} (expected 1)")
+    for key, typ in (("signals", dict), ("findings", list), ("steps", list), ("trace", dict)):
+        if not isinstance(data.get(key), typ):
+            raise DiffInputError(path, f"report field {key!r} is missing or not a {typ.__name__}")
+    for i, f in enumerate(data["findings"]):
+        if not isinstance(f, dict) or not isinstance(f.get("code"), str) or not isinstance(f.get("name"), str):
+            raise DiffInputError(path, f"report finding #{i} has no string 'code' and 'name'")
+        for key in ("severity", "message", "saving_basis"):
+            if f.get(key) is not None and not isinstance(f[key], str):
+                raise DiffInputError(path, f"report finding #{i}: {key!r} is not a string")
+        saving = f.get("estimated_saving_ms")
+        if saving is not None and (isinstance(saving, bool) or not isinstance(saving, (int, float))):
+            raise DiffInputError(path, f"report finding #{i}: 'estimated_saving_ms' is not a number")
+    st = data["signals"].get("step_time_ms")
+    if st is not None and (isinstance(st, bool) or not isinstance(st, (int, float))):
+        raise DiffInputError(path, "report signal 'step_time_ms' is not a number")
+    for i, s in enumerate(data["steps"]):
+        if not isinstance(s, dict) or _num(s.get("step_time_ms")) is None:
+            raise DiffInputError(path, f"report step #{i} has no numeric 'step_time_ms'")
+    n = data["signals"].get("step_count")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+        raise DiffInputError(path, "report signal 'step_count' is not an integer")
+    ledger = data.get("idle_ledger")
+    if ledger is not None and not (isinstance(ledger, dict) and all(isinstance(v, dict) for v in ledger.values())):
+        raise DiffInputError(path, "report field 'idle_ledger' is not {device: {cause: ms}}")
+    return data
+
+
+def _read_report(path: Path) -> dict[str, Any]:
+    return _parse_report(path, _read_limited(path, MAX_REPORT_BYTES))
+
+
+def _analyze_trace(path: Path) -> dict[str, Any]:
+    from tracedoc.engine import analyze
+
+    return analyze(path).to_dict()
+
+
+def load_side(path: str | os.PathLike[str]) -> Side:
+    """Analyse or read one side of a diff, detecting what ``path`` is.
+
+    * a directory: a fix-loop trial directory; its ``analysis.json`` when present, else
+      its ``trace.pt.trace.json.gz`` is analyzed;
+    * a plain JSON file whose top holds ``schema_version`` and no ``traceEvents``: a
+      saved report;
+    * any other file: a trace, analyzed with the built-in rules.
+
+    Raises:
+        DiffInputError: missing path, a FIFO or other special file, a directory that is
+            not a trial, a malformed report.
+        tracedoc.errors.TraceLoadError: a trace that cannot be read (one-line message).
+    """
+    p = Path(path)
+    if p.is_dir():
+        analysis, trace = p / TRIAL_ANALYSIS, p / TRIAL_TRACE
+        if analysis.exists():
+            _regular_file(analysis)
+            return Side(str(path), "trial", _read_report(analysis))
+        if trace.exists():
+            _regular_file(trace)
+            return Side(str(path), "trial", _analyze_trace(trace))
+        raise DiffInputError(path, f"a directory without {TRIAL_ANALYSIS} or {TRIAL_TRACE} (not a fix-loop trial)")
+    _regular_file(p)
+    saved = _sniff_report(p)
+    if saved is not None:
+        return Side(str(path), "report", saved)
+    return Side(str(path), "trace", _analyze_trace(p))
+
+
+def _report_dict(report: Any) -> dict[str, Any]:
+    if isinstance(report, dict):
+        return report
+    if hasattr(report, "to_dict"):
+        d = report.to_dict()
+        ledger = getattr(report, "idle_ledger", None)  # the idle ledger, where the Report has one
+        if ledger is not None and "idle_ledger" not in d:
+            d["idle_ledger"] = ledger
+        return d
+    raise TypeError(f"expected a Report or its to_dict() form, got {type(report).__name__}")
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def complete_step_times(report: dict[str, Any]) -> list[float]:
+    """Window length (ms) of each complete step of a report: the first ``step_count`` rows
+    of ``steps`` (tracedoc drops incomplete steps only at the tail), or every row when the
+    trace has no steps."""
+    times = [float(s["step_time_ms"]) for s in report.get("steps") or []]
+    n = report.get("signals", {}).get("step_count")
+    if isinstance(n, int) and not isinstance(n, bool) and 0 < n <= len(times):
+        times = times[:n]
+    return times
+
+
+def change_se_ms(before_steps: list[float], after_steps: list[float]) -> float | None:
+    """Standard error of the difference of two mean step times (Welch):
+    ``sqrt(var_b / n_b + var_a / n_a)`` with sample variances; None with fewer than two
+    steps on a side. It says how far the measured change can move by which steps
+    happened to be profiled (about 95% of such moves fall within 2 SE)."""
+    if len(before_steps) < 2 or len(after_steps) < 2:
+        return None
+    var_b, var_a = statistics.variance(before_steps), statistics.variance(after_steps)
+    return (var_b / len(before_steps) + var_a / len(after_steps)) ** 0.5
+
+
+def _round(v: float | None, nd: int = 3) -> float | None:
+    return None if v is None else round(v, nd)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
+@dataclass
+class StepTime:
+    """Step time before and after (ms per step); ``change_ms`` = after - before."""
+
+    before: float | None
+    after: float | None
+    median_before: float | None
+    median_after: float | None
+    change_se: float | None = None
+
+    @property
+    def change_ms(self) -> float | None:
+        """after - before (ms per step; negative means faster), None when one is unknown."""
+        return None if self.before is None or self.after is None else self.after - self.before
+
+    @property
+    def change_pct(self) -> float | None:
+        """(after - before) / before * 100; positive means slower."""
+        r = _ratio(self.change_ms, self.before)
+        return None if r is None else 100.0 * r
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``step_time_ms`` object of the JSON form (ms; ``change_pct`` in %)."""
+        med = None
+        if self.median_before is not None and self.median_after is not None:
+            med = self.median_after - self.median_before
+        return {
+            "before": _round(self.before),
+            "after": _round(self.after),
+            "change_ms": _round(self.change_ms),
+            "change_pct": _round(self.change_pct, 2),
+            "change_se_ms": _round(self.change_se),
+            "median_before": _round(self.median_before),
+            "median_after": _round(self.median_after),
+            "median_change_ms": _round(med),
+        }
+
+
+@dataclass
+class Row:
+    """One category (or cause) before and after, ms per step."""
+
+    name: str
+    before: float | None
+    after: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"name", "before_ms", "after_ms", "change_ms"}`` (ms per step, None when unknown)."""
+        change = None if self.before is None or self.after is None else self.after - self.before
+        return {
+            "name": self.name,
+            "before_ms": _round(self.before),
+            "after_ms": _round(self.after),
+            "change_ms": _round(change),
+        }
+
+
+@dataclass
+class DiffResult:
+    """The comparison of two analyses (see the module docstring for every definition).
+
+    Attributes:
+        before, after: ``{"path", "kind", "device", "step_count"}`` of each side.
+        step_time: step time before and after.
+        breakdown: ms per step by breakdown category.
+        idle_ledger: ``{device: [Row per cause]}``; empty unless both reports have one.
+        resolved, new, changed, persisting: findings by status (dicts, see ``to_dict``).
+        outlier_steps: ``{"before": [...], "after": [...]}``: complete steps longer than
+            :data:`OUTLIER_FACTOR` x the median, with the category that grew most.
+    """
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+    step_time: StepTime
+    breakdown: list[Row]
+    idle_ledger: dict[str, list[Row]] = field(default_factory=dict)
+    resolved: list[dict[str, Any]] = field(default_factory=list)
+    new: list[dict[str, Any]] = field(default_factory=list)
+    changed: list[dict[str, Any]] = field(default_factory=list)
+    persisting: list[dict[str, Any]] = field(default_factory=list)
+    outlier_steps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def regressed(self, pct: float) -> bool:
+        """True when the step time grew by more than ``pct`` percent."""
+        c = self.step_time.change_pct
+        return c is not None and c > pct
+
+    def to_dict(self) -> dict[str, Any]:
+        """The versioned JSON form::
+
+        {"schema_version": 1, "before": {...}, "after": {...},
+         "step_time_ms": {"before", "after", "change_ms", "change_pct",
+                          "median_before", "median_after", "median_change_ms"},
+         "breakdown_ms": [{"name", "before_ms", "after_ms", "change_ms"}],
+         "idle_ledger_ms": {device: [{"name", "before_ms", "after_ms", "change_ms"}]},
+         "resolved": [{"code", "name", "severity", "predicted_saving_ms",
+                       "measured_saving_ms", "ratio", "error",
+                       "measured_saving_median_ms", "ratio_median", "error_median",
+                       "saving_basis"}],
+         "new": [...], "changed": [...], "persisting": [...],
+         "outlier_steps": {"before": [...], "after": [...]}}
+        """
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "before": self.before,
+            "after": self.after,
+            "step_time_ms": self.step_time.to_dict(),
+            "breakdown_ms": [r.to_dict() for r in self.breakdown],
+            "idle_ledger_ms": {d: [r.to_dict() for r in rows] for d, rows in self.idle_ledger.items()},
+            "resolved": self.resolved,
+            "new": self.new,
+            "changed": self.changed,
+            "persisting": self.persisting,
+            "outlier_steps": self.outlier_steps,
+        }
+
+
+def _side_info(side: Side) -> dict[str, Any]:
+    r = side.report
+    dev = (r.get("trace") or {}).get("device")
+    return {
+        "path": side.path,
+        "kind": side.kind,
+        "device": dev.get("name") if isinstance(dev, dict) else None,
+        "step_count": r.get("signals", {}).get("step_count"),
+    }
+
+
+def _breakdown(b: dict[str, Any], a: dict[str, Any]) -> list[Row]:
+    rows = []
+    for cat in BREAKDOWN_CATEGORIES:
+        vals = []
+        for r in (b, a):
+            s = r.get("signals", {})
+            share, st = _num(s.get(f"{cat}_share")), _num(s.get("step_time_ms"))
+            vals.append(None if share is None or st is None else share * st)
+        if vals[0] is not None or vals[1] is not None:
+            rows.append(Row(cat, vals[0], vals[1]))
+    return rows
+
+
+def _ledger(b: dict[str, Any], a: dict[str, Any]) -> dict[str, list[Row]]:
+    lb, la = b.get("idle_ledger"), a.get("idle_ledger")
+    if not isinstance(lb, dict) or not isinstance(la, dict):
+        return {}
+    out: dict[str, list[Row]] = {}
+    for dev in list(lb) + [d for d in la if d not in lb]:
+        cb, ca = lb.get(dev) or {}, la.get(dev) or {}
+        causes = list(cb) + [c for c in ca if c not in cb]
+        out[str(dev)] = [Row(c, _num(cb.get(c)), _num(ca.get(c))) for c in causes]
+    return out
+
+
+def _outliers(report: dict[str, Any]) -> list[dict[str, Any]]:
+    steps = report.get("steps") or []
+    times = complete_step_times(report)
+    if len(times) < 3:
+        return []
+    med_t = statistics.median(times)
+    rows = steps[: len(times)]
+    cats = [k for k in rows[0] if k.endswith("_ms") and k != "step_time_ms"]
+    med = {k: statistics.median(_num(r.get(k)) or 0.0 for r in rows) for k in cats}
+    out = []
+    for r in rows:
+        t = float(r["step_time_ms"])
+        if t > OUTLIER_FACTOR * med_t:
+            excess = {k: (_num(r.get(k)) or 0.0) - med[k] for k in cats}
+            top = max(excess, key=excess.get) if excess else None
+            out.append(
+                {
+                    "step": r.get("step"),
+                    "step_time_ms": _round(t),
+                    "excess_ms": _round(t - med_t),
+                    "top_category": top[: -len("_ms")] if top else None,
+                    "top_category_excess_ms": _round(excess[top]) if top else None,
+                }
+            )
+    return out
+
+
+def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = None) -> list[dict[str, Any]]:
+    """Predicted saving beside the measured step-time change, per finding of ``before``.
+
+    Args:
+        before, after: two reports (:class:`tracedoc.report.model.Report` or their
+            ``to_dict()`` form), e.g. a fix-loop trial's incumbent and candidate.
+        names: only findings with these rule names or codes (e.g. the finding a trial
+            applied); default every finding of ``before``.
+
+    Returns:
+        one dict per finding, in ``before``'s rank order: ``code``, ``name``, ``severity``,
+        ``status`` (``"resolved"`` when the rule no longer fires after, else
+        ``"persisting"``), ``predicted_saving_ms`` (its ``estimated_saving_ms`` before),
+        ``measured_saving_ms`` (step time before - after, ms; mean over complete steps),
+        ``measured_saving_se_ms`` (its standard error, :func:`change_se_ms`),
+        ``ratio`` (predicted / measured, None when measured is 0 or unknown),
+        ``error`` ((predicted - measured) / measured), the same three on the median
+        step (``measured_saving_median_ms``, ``ratio_median``, ``error_median``),
+        ``saving_basis``, and ``estimated_saving_after_ms`` (None when resolved).
+
+    Raises:
+        TypeError: an argument is neither a Report nor a dict.
+    """
+    b, a = _report_dict(before), _report_dict(after)
+    sb, sa = _num(b.get("signals", {}).get("step_time_ms")), _num(a.get("signals", {}).get("step_time_ms"))
+    measured = None if sb is None or sa is None else sb - sa
+    tb, ta = complete_step_times(b), complete_step_times(a)
+    measured_med = statistics.median(tb) - statistics.median(ta) if tb and ta else None
+    se = change_se_ms(tb, ta)
+    after_by_code = {f["code"]: f for f in a.get("findings", [])}
+    wanted = set(names) if names else None
+    out = []
+    for f in b.get("findings", []):
+        if wanted is not None and f["code"] not in wanted and f["name"] not in wanted:
+            continue
+        pred = _num(f.get("estimated_saving_ms"))
+        later = after_by_code.get(f["code"])
+        err = _ratio(None if pred is None or measured is None else pred - measured, measured)
+        err_med = _ratio(None if pred is None or measured_med is None else pred - measured_med, measured_med)
+        out.append(
+            {
+                "code": f["code"],
+                "name": f["name"],
+                "severity": f.get("severity"),
+                "status": "persisting" if later is not None else "resolved",
+                "predicted_saving_ms": _round(pred),
+                "measured_saving_ms": _round(measured),
+                "measured_saving_se_ms": _round(se),
+                "ratio": _round(_ratio(pred, measured), 4),
+                "error": _round(err, 4),
+                "measured_saving_median_ms": _round(measured_med),
+                "ratio_median": _round(_ratio(pred, measured_med), 4),
+                "error_median": _round(err_med, 4),
+                "saving_basis": f.get("saving_basis"),
+                "estimated_saving_after_ms": _round(_num(later.get("estimated_saving_ms"))) if later else None,
+            }
+        )
+    return out
+
+
+def _moved(fb: dict[str, Any], fa: dict[str, Any]) -> bool:
+    if fb.get("severity") != fa.get("severity"):
+        return True
+    sb, sa = _num(fb.get("estimated_saving_ms")), _num(fa.get("estimated_saving_ms"))
+    if (sb is None) != (sa is None):
+        return True
+    if sb is None or sa is None:
+        return False
+    d = abs(sa - sb)
+    return d > SAVING_CHANGE_ABS_MS and d > SAVING_CHANGE_REL * abs(sb)
+
+
+def compare(before: Side, after: Side) -> DiffResult:
+    """Compare two loaded sides (see the module docstring for the definitions)."""
+    b, a = before.report, after.report
+    tb, ta = complete_step_times(b), complete_step_times(a)
+    step_time = StepTime(
+        _num(b.get("signals", {}).get("step_time_ms")),
+        _num(a.get("signals", {}).get("step_time_ms")),
+        statistics.median(tb) if tb else None,
+        statistics.median(ta) if ta else None,
+        change_se_ms(tb, ta),
+    )
+    fa_by_code = {f["code"]: f for f in a.get("findings", [])}
+    fb_codes = {f["code"] for f in b.get("findings", [])}
+    pvm = {p["code"]: p for p in predicted_vs_measured(b, a)}
+    resolved, changed, persisting = [], [], []
+    for f in b.get("findings", []):
+        later = fa_by_code.get(f["code"])
+        if later is None:
+            resolved.append(pvm[f["code"]])
+            continue
+        row = {
+            "code": f["code"],
+            "name": f["name"],
+            "severity_before": f.get("severity"),
+            "severity_after": later.get("severity"),
+            "saving_before_ms": _round(_num(f.get("estimated_saving_ms"))),
+            "saving_after_ms": _round(_num(later.get("estimated_saving_ms"))),
+            "message_after": later.get("message"),
+        }
+        (changed if _moved(f, later) else persisting).append(row)
+    new = [
+        {
+            "code": f["code"],
+            "name": f["name"],
+            "severity": f.get("severity"),
+            "estimated_saving_ms": _round(_num(f.get("estimated_saving_ms"))),
+            "message": f.get("message"),
+        }
+        for f in a.get("findings", [])
+        if f["code"] not in fb_codes
+    ]
+    return DiffResult(
+        before=_side_info(before),
+        after=_side_info(after),
+        step_time=step_time,
+        breakdown=_breakdown(b, a),
+        idle_ledger=_ledger(b, a),
+        resolved=resolved,
+        new=new,
+        changed=changed,
+        persisting=persisting,
+        outlier_steps={"before": _outliers(b), "after": _outliers(a)},
+    )
+
+
+def diff(before: str | os.PathLike[str], after: str | os.PathLike[str]) -> DiffResult:
+    """Load both sides (:func:`load_side`) and :func:`compare` them.
+
+    Raises:
+        DiffInputError, tracedoc.errors.TraceLoadError: bad input, one line naming the path.
+    """
+    return compare(load_side(before), load_side(after))
+
+
+def compare_reports(before: Any, after: Any) -> DiffResult:
+    """:func:`compare` for two in-memory reports (``Report`` objects or dicts)."""
+    return compare(
+        Side("before", "report", validate_report(_report_dict(before), "before")),
+        Side("after", "report", validate_report(_report_dict(after), "after")),
+    )
+
+
+__all__ = [
+    "DiffInputError",
+    "DiffResult",
+    "Side",
+    "compare",
+    "compare_reports",
+    "change_se_ms",
+    "complete_step_times",
+    "diff",
+    "load_side",
+    "predicted_vs_measured",
+    "validate_report",
+]

@@ -1,0 +1,209 @@
+"""Renderers of a :class:`tracedoc.diff.DiffResult`: terminal (rich), JSON and Markdown.
+
+Selected by ``tracedoc diff --format``. Paths, rule messages and cause names come from
+the inputs and are escaped before rich renders them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tracedoc.diff import DiffResult
+
+
+def _ms(v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:+.1f}" if signed else f"{v:.1f}"
+
+
+def _ratio(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:+.1f}%"
+
+
+def _se(v: float | None) -> str:
+    return "" if v is None else f" ± {v:.1f}"
+
+
+def _e(v: Any) -> str:
+    """Text from an input (codes, names, severities), escaped for rich markup."""
+    return escape(str(v))
+
+
+def _side(d: dict[str, Any]) -> str:
+    dev = f", {d['device']}" if d.get("device") else ""
+    return f"{d['path']} ({d['kind']}{dev}, {d.get('step_count')} steps)"
+
+
+class JsonDiffRenderer:
+    """The versioned JSON document (:meth:`DiffResult.to_dict`)."""
+
+    def render(self, result: DiffResult) -> str:
+        """One indented JSON document (no trailing newline)."""
+        return orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
+
+
+class MarkdownDiffRenderer:
+    """A Markdown summary: step time, breakdown and idle-ledger tables, findings, and
+    predicted vs measured savings (for a pull request or a CI job summary)."""
+
+    def render(self, result: DiffResult) -> str:
+        """The Markdown text, ending with a newline; times in ms per step."""
+        d = result.to_dict()
+        st = d["step_time_ms"]
+        lines = [
+            "# tracedoc diff",
+            "",
+            f"- before: `{_side(d['before'])}`",
+            f"- after: `{_side(d['after'])}`",
+            f"- step time: {_ms(st['before'])} ms -> {_ms(st['after'])} ms "
+            f"({_ms(st['change_ms'], True)}{_se(st['change_se_ms'])} ms, {_pct(st['change_pct'])}); median step "
+            f"{_ms(st['median_before'])} -> {_ms(st['median_after'])} ms",
+            "",
+            "## Step-time breakdown (ms per step)",
+            "",
+            "| category | before | after | change |",
+            "|---|---|---|---|",
+        ]
+        for r in d["breakdown_ms"]:
+            lines.append(
+                f"| {r['name']} | {_ms(r['before_ms'])} | {_ms(r['after_ms'])} | {_ms(r['change_ms'], True)} |"
+            )
+        for dev, rows in d["idle_ledger_ms"].items():
+            lines += ["", f"## GPU idle ledger, {dev} (ms per step)", "", "| cause | before | after | change |"]
+            lines.append("|---|---|---|---|")
+            for r in rows:
+                lines.append(
+                    f"| {r['name']} | {_ms(r['before_ms'])} | {_ms(r['after_ms'])} | {_ms(r['change_ms'], True)} |"
+                )
+        lines += ["", "## Resolved findings: predicted vs measured saving (ms per step)", ""]
+        if d["resolved"]:
+            lines += [
+                "| finding | predicted | measured (mean step) | ratio | measured (median step) | ratio |",
+                "|---|---|---|---|---|---|",
+            ]
+            for r in d["resolved"]:
+                lines.append(
+                    f"| {r['code']} `{r['name']}` | {_ms(r['predicted_saving_ms'])} | {_ms(r['measured_saving_ms'])} "
+                    f"| {_ratio(r['ratio'])} | {_ms(r['measured_saving_median_ms'])} | {_ratio(r['ratio_median'])} |"
+                )
+        else:
+            lines.append("None.")
+        lines += ["", "## New findings", ""]
+        lines += [
+            f"- {r['code']} `{r['name']}` ({r['severity']}, est. saving {_ms(r['estimated_saving_ms'])} ms)"
+            for r in d["new"]
+        ] or ["None."]
+        lines += ["", "## Changed findings", ""]
+        lines += [
+            f"- {r['code']} `{r['name']}`: {r['severity_before']} -> {r['severity_after']}, est. saving "
+            f"{_ms(r['saving_before_ms'])} -> {_ms(r['saving_after_ms'])} ms"
+            for r in d["changed"]
+        ] or ["None."]
+        if d["persisting"]:
+            lines += ["", "Unchanged: " + ", ".join(f"{r['code']} `{r['name']}`" for r in d["persisting"])]
+        for side in ("before", "after"):
+            for o in d["outlier_steps"].get(side, []):
+                lines.append(
+                    f"\nOutlier step {o['step']} ({side}): {_ms(o['step_time_ms'])} ms, "
+                    f"{_ms(o['excess_ms'], True)} ms over the median step, mostly {o['top_category']} "
+                    f"({_ms(o['top_category_excess_ms'], True)} ms)."
+                )
+        return "\n".join(lines) + "\n"
+
+
+class TextDiffRenderer:
+    """The terminal view: step time, breakdown and idle-ledger tables, findings by status,
+    predicted vs measured savings with ratios, outlier steps."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    @staticmethod
+    def _change_table(title: str, first: str, rows: list[dict[str, Any]]) -> Table:
+        t = Table(title=title, title_justify="left", show_edge=False)
+        t.add_column(first)
+        for col in ("before", "after", "change"):
+            t.add_column(col, justify="right")
+        for r in rows:
+            c = r["change_ms"]
+            style = "" if c is None or abs(c) < 0.05 else ("red" if c > 0 else "green")
+            t.add_row(
+                escape(str(r["name"])),
+                _ms(r["before_ms"]),
+                _ms(r["after_ms"]),
+                f"[{style}]{_ms(c, True)}[/]" if style else _ms(c, True),
+            )
+        return t
+
+    def render(self, result: DiffResult) -> None:
+        """Print the comparison on the console; times in ms per step."""
+        c = self.console
+        d = result.to_dict()
+        st = d["step_time_ms"]
+        c.print("[bold]tracedoc diff[/]")
+        c.print(f"  before: {escape(_side(d['before']))}")
+        c.print(f"  after:  {escape(_side(d['after']))}")
+        change = st["change_ms"]
+        style = "red" if change is not None and change > 0 else "green"
+        c.print(
+            f"  step time [bold]{_ms(st['before'])} ms -> {_ms(st['after'])} ms[/] "
+            f"[{style}]({_ms(change, True)}{_se(st['change_se_ms'])} ms, {_pct(st['change_pct'])})[/]   median step "
+            f"{_ms(st['median_before'])} -> {_ms(st['median_after'])} ms ({_ms(st['median_change_ms'], True)} ms)"
+        )
+        c.print()
+        c.print(self._change_table("step-time breakdown (ms per step)", "category", d["breakdown_ms"]))
+        for dev, rows in d["idle_ledger_ms"].items():
+            c.print()
+            c.print(self._change_table(f"GPU idle ledger, {escape(dev)} (ms per step)", "cause", rows))
+        c.print()
+        if d["resolved"]:
+            t = Table(
+                title="resolved: predicted vs measured saving (ms per step)", title_justify="left", show_edge=False
+            )
+            for col in ("finding", "predicted", "measured", "ratio", "median step", "ratio"):
+                t.add_column(col, justify="left" if col == "finding" else "right")
+            for r in d["resolved"]:
+                t.add_row(
+                    f"{_e(r['code'])} {_e(r['name'])}",
+                    _ms(r["predicted_saving_ms"]),
+                    _ms(r["measured_saving_ms"]) + _se(r.get("measured_saving_se_ms")),
+                    _ratio(r["ratio"]),
+                    _ms(r["measured_saving_median_ms"]),
+                    _ratio(r["ratio_median"]),
+                )
+            c.print(t)
+            c.print(
+                "  [dim]measured = step time before - after (mean of complete steps ± its standard error; "
+                "median step beside it)[/]"
+            )
+        else:
+            c.print("[dim]No finding resolved.[/]")
+        for r in d["new"]:
+            c.print(
+                f"[yellow]new[/]      {_e(r['code'])} {_e(r['name'])} ({_e(r['severity'])}), "
+                f"est. saving {_ms(r['estimated_saving_ms'])} ms"
+            )
+        for r in d["changed"]:
+            c.print(
+                f"[cyan]changed[/]  {_e(r['code'])} {_e(r['name'])}: {_e(r['severity_before'])} -> {_e(r['severity_after'])}, "
+                f"est. saving {_ms(r['saving_before_ms'])} -> {_ms(r['saving_after_ms'])} ms"
+            )
+        for r in d["persisting"]:
+            c.print(f"[dim]same     {_e(r['code'])} {_e(r['name'])}, est. saving {_ms(r['saving_after_ms'])} ms[/]")
+        for side in ("before", "after"):
+            for o in d["outlier_steps"].get(side, []):
+                c.print(
+                    f"[dim]outlier step {_e(o['step'])} ({side}): {_ms(o['step_time_ms'])} ms, "
+                    f"{_ms(o['excess_ms'], True)} ms over the median step, mostly {escape(str(o['top_category']))} "
+                    f"({_ms(o['top_category_excess_ms'], True)} ms)[/]"
+                )
