@@ -300,6 +300,14 @@ def test_single_tensor_optimizer_signals(tmp_path):
     assert isinstance(rule.evaluate(c.get), Finding)
 
 
+def test_optimizer_kernels_of_other_threads_do_not_count(tmp_path):
+    b = _optimizer_trace(["vectorized_elementwise_kernel<AddFunctor>"] * 25, n_steps=1)
+    b.tid = 200  # e.g. a DDP communication thread launching during the optimizer step
+    b.kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 6000, 6100, 50.0)
+    c = SignalContext(tracedoc.load(b.write(tmp_path / "t.json")))
+    assert c.get("optimizer_kernels_per_step") == 25
+
+
 def test_foreach_optimizer_does_not_fire(tmp_path):
     multi = ["void at::native::multi_tensor_apply_kernel<TensorListMetadata<2>, BinaryOpListAlphaFunctor>"] * 3
     c = SignalContext(tracedoc.load(_optimizer_trace(multi).write(tmp_path / "b.json")))
@@ -407,10 +415,11 @@ def _mtia_trace() -> dict:
     return doc
 
 
-def test_mtia_trace_is_neither_cpu_only_nor_nvidia(tmp_path):
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_mtia_trace_is_neither_cpu_only_nor_nvidia(tmp_path, engine):
     p = tmp_path / "mtia.json"
     p.write_text(json.dumps(_mtia_trace()))
-    t = tracedoc.load(p)
+    t = tracedoc.load(p, engine=engine)
     assert t.has_gpu_activity and len(t.kernels) == 1
     assert [d.vendor for d in t.devices] == ["Meta"]
     assert t.primary_device().name == "MTIA"

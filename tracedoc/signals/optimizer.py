@@ -68,8 +68,9 @@ def optimizer_step_kernels(ctx: SignalContext) -> pd.DataFrame:
     complete step window: name, device, ts_us, end_us, dur_us, multi_tensor (bool: a
     multi-tensor-apply / fused kernel, ``[optimizer_multi_tensor_kernels]`` in patterns.toml).
 
-    A launch is inside a span when the runtime call starts within it (any thread: the
-    optimizer runs on the step's thread). The launch time decides the step it counts in.
+    A launch is inside a span when the runtime call starts within it on the span's own
+    thread (pid, tid), so kernels other threads launch meanwhile (DDP communication,
+    DataLoader pinning) are not counted. The launch time decides the step it counts in.
 
     Raises:
         SignalUnavailable: no ``Optimizer.step#`` annotation, or no kernel launched from one.
@@ -81,12 +82,16 @@ def optimizer_step_kernels(ctx: SignalContext) -> pd.DataFrame:
         sp = ops[startswith_mask(ops["name"], STEP_PREFIX)]
         if not len(sp):
             raise SignalUnavailable("the trace has no Optimizer.step annotations")
-        s, e = merge(sp["ts_us"].to_numpy(), sp["end_us"].to_numpy())
         rt = t.runtime
         rt = rt[(rt["kind"] == "launch") & rt["correlation"].notna()]
         ts = rt["ts_us"].to_numpy()
-        k = np.searchsorted(s, ts, side="right") - 1
-        inside = (k >= 0) & (ts <= e[np.maximum(k, 0)]) & in_complete_steps(ctx, ts)
+        rt_key = (rt["pid"] + "/" + rt["tid"]).to_numpy()
+        inside = np.zeros(len(rt), dtype=bool)
+        for key, idx in sp.groupby(sp["pid"] + "/" + sp["tid"]).indices.items():  # one per thread
+            s, e = merge(sp["ts_us"].to_numpy()[idx], sp["end_us"].to_numpy()[idx])
+            k = np.searchsorted(s, ts, side="right") - 1
+            inside |= (rt_key == key) & (k >= 0) & (ts <= e[np.maximum(k, 0)])
+        inside &= in_complete_steps(ctx, ts)
         corr = rt.loc[inside, ["correlation"]].drop_duplicates()
         ker = t.kernels.merge(corr, on="correlation", how="inner")
         if not len(ker):
