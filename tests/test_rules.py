@@ -67,6 +67,8 @@ def test_the_public_rules():
         "exposed-communication": "TD601",
         "warmup-in-profile": "TD701",
         "step-time-outlier": "TD702",
+        "single-tensor-optimizer": "TD210",
+        "unfused-attention": "TD310",
     }
     safety = {r.name: r.fix.safety for r in RULES}
     assert safety["dataloader-stall"] == safety["pageable-h2d-copy"] == safety["h2d-copy-share"] == "safe"

@@ -1,11 +1,16 @@
 """One test per Tensor Core pattern family in tracedoc/signals/patterns.toml, with
-real kernel names (positives) and fp32 CUDA-core kernels that must not match."""
+real kernel names (positives) and CUDA-core / vector-ALU kernels that must not match.
+
+Where the positives come from: the fixtures in fixtures/ (Hopper, Ampere, MI250, MI300X
+traces), kernel names quoted in public profiles of cuBLASLt, CUTLASS 3.x, FlashAttention 3,
+DeepGEMM, FBGEMM, hipBLASLt and Composable Kernel, and CUTLASS's own collective type names
+(MainloopSm90TmaGmmaWarpSpecialized, MainloopSm100TmaUmmaWarpSpecialized)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tracedoc.signals.attribution import compiled, patterns
+from tracedoc.signals.attribution import compiled, is_tensor_core_kernel, patterns
 
 POSITIVES = {
     "volta_turing_hmma": [
@@ -32,11 +37,68 @@ POSITIVES = {
         "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 32, 4>>",
         "fmha_cutlassF_f16_aligned_64x64_rf_sm80",
         "flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel",
+        # FlashAttention 3 (Hopper)
+        "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::Collective"
+        "MainloopFwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cute::tuple<cute::C<128>, "
+        "cute::C<176>, cute::C<128> >, 128, cutlass::bfloat16_t, float, cutlass::arch::Sm90, false",
+        "flash::FlashAttnFwdSm90",
+        # Triton FlashAttention on ROCm (mi300x_bert_small_inference, mi300x_torch_compile_triton)
+        "attn_fwd",
+        "_attn_bwd_dkdv",
+        # CK-tile paged FMHA (mi300x_sglang_qwen3_prefill_decode)
+        "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefill",
+        # cuDNN SDPA
+        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64_4x1x1_kernel0_0",
+    ],
+    "fp8_gemm": [
+        "sm89_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize64x64x64_stage4_warpsize2x2x1_tensor16x8x32_bias_f32_"
+        "execute_kernel_trt",
+        "void deep_gemm::fp8_gemm_kernel<128u, 128u, 128u, 4u, 8u, 1u, (deep_gemm::GemmType)0>",
+        "_w8a8_block_fp8_matmul",
+        "void cutlass::Kernel<cutlass::gemm::kernel::GemmGrouped<cutlass::gemm::threadblock::MmaMultistage",
+        "f8f8bf16_rowwise_kernel",
+    ],
+    "camelcase_sm90_sm100": [
+        "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+        "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<4",
+        "void cutlass::device_kernel<cutlass::gemm::collective::CollectiveMma<cutlass::gemm::"
+        "MainloopSm100TmaUmmaWarpSpecialized<4, 2, 2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> > >",
+        "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at_0",
+    ],
+    "blackwell": [
+        "cutlass3x_sm100_bstensorop_s256x128x64gemm_block_scaled_ue4m3xf4_ue4m3_f32_bf16_bf16_256x128x256_0_tnn",
+        "void tcgen05_gemm_kernel<__nv_bfloat16, 128, 256>",
+        "cutlass::gemm::collective::CollectiveMma<MainloopSm100TmaUmmaWarpSpecializedBlockScaled<MxE2m1",
+        "void nvfp4_gemm_kernel<cutlass::mx_float4_t<cutlass::float_e2m1_t>>",
+    ],
+    "amd_matrix_core": [
+        # hipBLASLt/Tensile with an MFMA instruction field (mi250_toy_train, mi300x_* fixtures)
+        "Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN_LDSB0_AFC1_AFEM1_AFEM1_ASEM1_CLR1",
+        "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT128x256x32_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1",
+        # Composable Kernel XDL (MFMA) GEMMs and CK-tile GEMMs
+        "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor",
+        "_ZN7ck_tile6kentryILi1ENS_10GemmKernelINS_21GemmPipelineAgBgCrCompV3",
+        "void rocwmma_mfma_gemm<__half, float>",
     ],
 }
 NEGATIVES = [
     "volta_sgemm_128x64_nn",
     "ampere_sgemm_32x32_sliced1x4_tn",
+    # CUDA-core (SIMT) fp32 GEMM on Blackwell: the sm100_ prefix alone does not make it a Tensor Core kernel
+    "cutlass3x_sm100_simt_sgemm_f32_f32_f32_f32_f32_128x128x16_1x1x1_3_tnn_align1_bias_f32_relu",
+    # fp8 quantisation / cast kernels: no GEMM
+    "void vllm::scaled_fp8_quant_kernel<c10::BFloat16, c10::Float8_e4m3fn>",
+    "void vllm::dynamic_per_token_scaled_fp8_quant_kernel<c10::BFloat16, c10::Float8_e4m3fn>",
+    # eager softmax (the middle of unfused attention) and a CK-tile norm kernel
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, c10::BFloat16>",
+    "_ZN7ck_tile6kentryILi1ENS_15Layernorm2dFwdINS_26Layernorm2dFwdPipelineOnePass",
+    # Tensile GEMM without an MFMA field (vector ALU), AMD elementwise and Triton kernels
+    "Cijk_Ailk_Bljk_SB_MT64x64x8_SN_1LDSB0_APM1_AF0EM1_AF1EM1_AMAS3_ASE_ASGT_ASLT_ASAE01_ASCE01_ASEM1_BL1_GRVW1",
+    "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib",
+    "triton_poi_fused__unsafe_view_mul_silu_2",
+    # lower-case "sm" inside words is not a CamelCase architecture tag
+    "void at::native::vectorized_elementwise_kernel<4, at::native::smooth_l1_kernel_cuda<float>>",
+    "void at::native::(anonymous namespace)::masked_attn_probs_kernel<float>",
     "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>(int)",
     "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
     "cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1",
@@ -59,7 +121,42 @@ def test_family_matches_its_kernels(family):
 
 @pytest.mark.parametrize("name", NEGATIVES)
 def test_cuda_core_kernels_do_not_match(name):
-    assert not compiled("tensor_core_kernels").search(name)
+    assert not is_tensor_core_kernel(name)
+
+
+@pytest.mark.parametrize("family", sorted(POSITIVES))
+def test_positives_are_tensor_core_kernels(family):
+    # the exclusions (SIMT, sgemm) never remove a real Tensor Core kernel
+    for name in POSITIVES[family]:
+        assert is_tensor_core_kernel(name), name
+
+
+def test_every_family_cites_a_source():
+    # each family of [tensor_core_kernels] has a comment block right above it in patterns.toml
+    from importlib import resources
+
+    lines = resources.files("tracedoc.signals").joinpath("patterns.toml").read_text().splitlines()
+    start = lines.index("[tensor_core_kernels]")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("["))
+    for i in range(start + 1, end):
+        line = lines[i]
+        if "=" in line and not line.startswith("#"):
+            j = i - 1
+            while j > start and not lines[j].startswith("#"):
+                j -= 1
+            assert j > start, f"{line.split('=')[0].strip()} has no source comment"
+
+
+@pytest.mark.parametrize(
+    "name,eligible",
+    [
+        ("Cijk_Ailk_Bljk_SB_MT64x64x8_SN_1LDSB0_APM1", True),  # Tensile GEMM on the vector ALUs
+        ("igemm_fwd_gtcx_nchw_fp32_bx0_ex1_bt128x128x16_wt32x32x2", True),  # MIOpen convolution
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", False),
+    ],
+)
+def test_amd_gemm_kernels_are_eligible(name, eligible):
+    assert bool(compiled("tensor_core_eligible_kernels").search(name)) is eligible
 
 
 @pytest.mark.parametrize(

@@ -47,7 +47,8 @@ class Device:
         total_memory_bytes: ``totalGlobalMem`` in bytes (None when absent).
         compute_capability: ``(major, minor)``; for AMD this is the gfx major/minor.
         num_sms: streaming multiprocessors (compute units on AMD), None when absent.
-        vendor: ``"NVIDIA"`` or ``"AMD"`` (from the name and the runtime call names).
+        vendor: ``"NVIDIA"``, ``"AMD"`` (from the name and the ``hip*`` runtime call names) or
+            ``"Meta"`` for MTIA (``mtia_runtime`` calls or MTIA ``[memory]`` events).
     """
 
     id: int

@@ -10,10 +10,12 @@ A rule declares ``claims``: the part of the step its fix would remove. Pools:
   collective waits are the ledger slice ``idle:communication``);
 * ``step`` -- no specific slice (only the step-time cap applies).
 
-Findings are served largest estimate first. A finding receives
-``min(estimate, what is left of its pools)``, taking from its pools in the order it lists
-them, and never more than what is left of the step (``step_time_ms`` minus what earlier
-findings received). So no millisecond is granted twice within a pool, and the granted
+A finding's first claim is its own slice; later claims are spill-over. Pools are served
+in passes: pass 1 gives every finding (largest estimate first) what it can take of its
+first claim, pass 2 of its second claim, and so on, so no finding spills into a slice
+before that slice's owner has been served. A finding never receives more than its
+estimate, nor more than what is left of the step (``step_time_ms`` minus what was
+already granted). So no millisecond is granted twice within a pool, and the granted
 savings add up to at most the step time. A pool whose size cannot be measured on the
 trace is capped by the step alone.
 """
@@ -68,26 +70,29 @@ def grant_savings(findings: list[Finding], get: Callable[[str], Any]) -> None:
     except SignalUnavailable:
         step_left = float("inf")
     order = sorted((f for f in findings if f.estimated_saving_ms is not None), key=lambda f: -f.estimated_saving_ms)
-    for f in order:
-        want = float(f.estimated_saving_ms)
-        granted = 0.0
-        left = want
-        for pool in f.claims:
-            if left <= 0:
-                break
+    want = {id(f): float(f.estimated_saving_ms) for f in order}
+    granted = {id(f): 0.0 for f in order}
+    # pass k serves every finding's k-th claim: a finding's own (first) slice goes to it before
+    # any other finding may spill into that slice as a secondary claim
+    for k in range(max((len(f.claims) for f in order), default=0)):
+        for f in order:
+            left = want[id(f)] - granted[id(f)]
+            if k >= len(f.claims) or left <= 0:
+                continue
+            pool = f.claims[k]
             if pool == "step" or pool not in sizes:
                 take = left
             else:
                 take = min(left, sizes[pool])
                 sizes[pool] -= take
-            granted += take
-            left -= take
-        granted = min(granted, step_left)
-        step_left -= granted
-        granted = round(max(granted, 0.0), 3)
-        if granted < round(want, 3):
-            f.uncapped_saving_ms = round(want, 3)
-        f.estimated_saving_ms = granted
+            take = min(take, step_left)
+            step_left -= take
+            granted[id(f)] += take
+    for f in order:
+        g = round(max(granted[id(f)], 0.0), 3)
+        if g < round(want[id(f)], 3):
+            f.uncapped_saving_ms = round(want[id(f)], 3)
+        f.estimated_saving_ms = g
 
 
 def apply_floors(

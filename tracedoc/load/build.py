@@ -9,13 +9,30 @@ from tracedoc.load.reference import ColumnSink
 from tracedoc.trace import FRAME_COLUMNS, Device, Trace, frame_from_columns
 
 _AMD_MARKERS = ("AMD", "Radeon", "Instinct")
+#: ``c10::DeviceType::MTIA`` (c10/core/DeviceType.h), as ``[memory]`` events write it.
+_MTIA_DEVICE_TYPE = 19
+
+
+def _is_mtia(frames: dict[str, Any]) -> bool:
+    """True when the trace ran on Meta's MTIA: ``mtia_runtime`` calls or MTIA ``[memory]`` events."""
+    rt, mem = frames["runtime"], frames["memory"]
+    return bool((rt["cat"] == "mtia_runtime").any() or (mem["device_type"] == _MTIA_DEVICE_TYPE).any())
+
+
+def _mtia_devices(frames: dict[str, Any], described: list[Device]) -> list[Device]:
+    """Devices of an MTIA trace: the described ones relabelled, else one per kernel device id."""
+    if described:
+        return [Device(d.id, d.name, d.total_memory_bytes, d.compute_capability, d.num_sms, "Meta") for d in described]
+    ids = sorted({int(i) for i in frames["kernels"]["device"].unique()}) or [0]
+    return [Device(i, "MTIA", None, None, None, "Meta") for i in ids]
 
 
 def parse_devices(doc: dict[str, Any], hip_runtime: bool) -> list[Device]:
     """Read devices from ``deviceProperties`` (current) or ``computeProperties`` (old layout).
 
     Malformed entries (not objects, no integer ``id``) are skipped rather than fatal:
-    device properties only refine the analysis.
+    device properties only refine the analysis. MTIA traces are relabelled by
+    :func:`build_trace` (vendor ``"Meta"``).
     """
     props = doc.get("deviceProperties")
     if not isinstance(props, list):
@@ -75,9 +92,12 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
     frames["steps"] = steps
     meta = {k: v for k, v in doc.items() if k not in ("traceEvents", "deviceProperties", "computeProperties")}
     span = (sink.max_end - origin) if sink.max_end > float("-inf") else 0.0
+    devices = parse_devices(doc, sink.hip_runtime)
+    if _is_mtia(frames):
+        devices = _mtia_devices(frames, devices)
     return Trace(
         path=path,
-        devices=parse_devices(doc, sink.hip_runtime),
+        devices=devices,
         origin_us=origin,
         span_us=span,
         n_events=sink.n_events,

@@ -33,7 +33,11 @@ CATEGORY_MAP: dict[str, tuple[str, str]] = {
     "cuda_driver": ("cuda_driver", KIND_RUNTIME),
     "hip_runtime": ("cuda_runtime", KIND_RUNTIME),
     "privateuse1_runtime": ("cuda_runtime", KIND_RUNTIME),
-    "mtia_runtime": ("cuda_runtime", KIND_RUNTIME),
+    # MTIA (Meta's accelerator): host runtime calls keep their own category so the loader can
+    # name the device; "mtia_ccp_events" are its on-device kernels (kineto ActivityType
+    # MTIA_CCP_EVENTS, "MTIA ondevice CCP events", later aliased to CONCURRENT_KERNEL).
+    "mtia_runtime": ("mtia_runtime", KIND_RUNTIME),
+    "mtia_ccp_events": ("kernel", KIND_KERNEL),
     "memcpy": ("gpu_memcpy", KIND_MEMCPY),
     "gpu_memcpy": ("gpu_memcpy", KIND_MEMCPY),
     "memset": ("gpu_memset", KIND_MEMSET),

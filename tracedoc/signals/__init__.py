@@ -1,6 +1,17 @@
 """Signals: named measurements of a trace. Importing this package registers them all."""
 
-from tracedoc.signals import causes, comm, gpu, h2d, ledger, memory, optimizer, steps, tensor_core  # noqa: F401  (registers)
+from tracedoc.signals import (  # noqa: F401  (registers)
+    attention,
+    causes,
+    comm,
+    gpu,
+    h2d,
+    ledger,
+    memory,
+    optimizer,
+    steps,
+    tensor_core,
+)
 from tracedoc.signals.base import SIGNALS, Signal, SignalContext, SignalUnavailable, signal
 
 __all__ = ["SIGNALS", "Signal", "SignalContext", "SignalUnavailable", "signal"]

@@ -2,7 +2,8 @@
 
 kernel --(args.correlation)--> runtime call --(same pid/tid, time containment)--> CPU op.
 The launching op is the innermost ``cpu_op`` that contains the runtime call's start.
-A kernel is *Tensor-Core-eligible* when any enclosing op (innermost or outer) is a
+A kernel is a *Tensor Core* kernel when its name matches ``[tensor_core_kernels]`` and not
+``[tensor_core_exclusions]``. A kernel is *Tensor-Core-eligible* when any enclosing op (innermost or outer) is a
 GEMM/convolution/attention op (patterns in ``patterns.toml``), or when its own name
 says it is a GEMM or a convolution.
 """
@@ -37,6 +38,12 @@ def compiled(table: str) -> re.Pattern[str]:
     """One case-insensitive regex matching any pattern of a table of ``patterns.toml``."""
     pats = [p for fam in patterns()[table].values() for p in fam]
     return re.compile("|".join(f"(?:{p})" for p in pats), re.IGNORECASE)
+
+
+def is_tensor_core_kernel(name: str) -> bool:
+    """Whether a kernel name is a Tensor Core / matrix-core kernel: it matches a family of
+    ``[tensor_core_kernels]`` and no pattern of ``[tensor_core_exclusions]`` (patterns.toml)."""
+    return bool(compiled("tensor_core_kernels").search(name)) and not compiled("tensor_core_exclusions").search(name)
 
 
 def _match(names: pd.Series, table: str) -> np.ndarray:
@@ -90,7 +97,7 @@ def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
 
 
 def kernel_ops(ctx: SignalContext) -> pd.DataFrame:
-    """Kernels with their launching op: name, device, ts_us, dur_us, op, tensor_core, eligible."""
+    """Kernels with their launching op: name, device, ts_us, dur_us, end_us, op, tensor_core, eligible."""
 
     def build() -> pd.DataFrame:
         k = ctx.trace.kernels
@@ -104,9 +111,11 @@ def kernel_ops(ctx: SignalContext) -> pd.DataFrame:
             }
         ).dropna(subset=["correlation"])
         link = link.drop_duplicates("correlation")
-        out = k[["name", "device", "ts_us", "dur_us", "correlation"]].merge(link, on="correlation", how="left")
+        out = k[["name", "device", "ts_us", "dur_us", "end_us", "correlation"]].merge(
+            link, on="correlation", how="left"
+        )
         out["op_eligible"] = out["op_eligible"].fillna(False).astype(bool)
-        out["tensor_core"] = _match(out["name"], "tensor_core_kernels")
+        out["tensor_core"] = name_mask(out["name"], is_tensor_core_kernel)
         out["eligible"] = (
             out["op_eligible"].to_numpy()
             | out["tensor_core"].to_numpy()

@@ -42,6 +42,8 @@ launch this device's work were doing, first match wins:
    kernel-launch call.
 5. ``dataloader`` -- inside ``enumerate(DataLoader)#...__next__``.
 6. ``zero_grad`` -- inside ``Optimizer.zero_grad#...`` (its per-parameter fill kernels).
+6b. ``optimizer_step`` -- inside ``Optimizer.step#...`` (a single-tensor optimizer launches
+   its kernels parameter by parameter there).
 7. ``blocking_sync`` again for the *refill* after a blocking call: from its end until the
    next launch on the device, the queue it drained is empty and the GPU waits for the CPU
    to catch up; without the blocking call that CPU work would have overlapped GPU work.
@@ -81,6 +83,7 @@ HOST_WAIT_CAUSES = (
     "communication",
     "startup",
     "zero_grad",
+    "optimizer_step",
     "launch_overhead",
     "other_cpu",
     "untraced",
@@ -115,6 +118,7 @@ STARTUP_OPS = re.compile(
     r"torch/_dynamo/convert_frame|torch/_inductor/compile_fx|CachingAutotuner\.benchmark_all_configs)"
 )
 ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
+OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
 _COMM_OPS = compiled("communication_ops")
 
 
@@ -273,6 +277,7 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
         be = np.concatenate([b[1] for b in block])
         dl = ops[ops_on & cached_name_mask(ctx, "ops", "dataloader", lambda n: n.startswith(DATALOADER_PREFIX))]
         zg = ops[ops_on & cached_name_mask(ctx, "ops", "zero_grad", lambda n: n.startswith(ZERO_GRAD_PREFIX))]
+        opt = ops[ops_on & cached_name_mask(ctx, "ops", "opt_step", lambda n: n.startswith(OPTIMIZER_STEP_PREFIX))]
         cops = ops[ops_on & cached_name_mask(ctx, "ops", "comm", lambda n: bool(_COMM_OPS.search(n)))]
         startup_ops = ops_on & cached_name_mask(ctx, "ops", "startup", lambda n: bool(STARTUP_OPS.search(n)))
         launching = ops_on & _launching_ops(ctx)
@@ -291,6 +296,7 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
             _spans(ops, startup_ops),  # 6 compilation spans
             _spans(dl),  # 7
             _spans(zg),  # 8
+            _spans(opt),  # 8b
             (rs, re_),  # 9 refill after a blocking call
             _spans(rt, rt_on & cls["issues_gpu"].to_numpy()),  # 10 launch calls (kernels, copies, memsets)
             _spans(ops, launching),  # 11 ops that launch GPU work
@@ -312,6 +318,7 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
                 key["startup"],
                 key["dataloader"],
                 key["zero_grad"],
+                key["optimizer_step"],
                 key["blocking_sync"],
                 key["launch_overhead"],
                 key["launch_overhead"],
@@ -417,6 +424,7 @@ def _register_slices() -> None:
         "communication": "the CPU was in a collective (gloo, c10d)",
         "startup": "one-off start-up work: context/module creation, compilation, first launches that load modules",
         "zero_grad": "the CPU was in optimizer.zero_grad() launching per-parameter fills",
+        "optimizer_step": "the CPU was in optimizer.step() (per-parameter launches of a single-tensor optimizer)",
         "launch_overhead": "the CPU was launching kernels (launch calls, ops that launch GPU work)",
         "other_cpu": "the CPU ran other work (ops that launch nothing, Python)",
         "untraced": "no event of the launching threads covers the time",

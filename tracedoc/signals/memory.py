@@ -1,8 +1,10 @@
 """Device memory signals from ``[memory]`` instant events (``profile_memory=True``).
 
-Only events with ``Device Type`` 1 (CUDA) on the primary device that carry
+Only events of an accelerator ``Device Type`` on the primary device that carry
 ``Total Allocated`` (PyTorch >= 1.10) are used; older traces carry only per-event
 deltas with an unknown starting level, so the peak cannot be known from them.
+``Device Type`` is PyTorch's ``c10::DeviceType`` (c10/core/DeviceType.h): 0 CPU,
+1 CUDA, 6 HIP (ROCm builds record their GPU allocations as HIP), 19 MTIA.
 """
 
 from __future__ import annotations
@@ -10,12 +12,16 @@ from __future__ import annotations
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 
 CUDA_DEVICE_TYPE = 1
+HIP_DEVICE_TYPE = 6
+MTIA_DEVICE_TYPE = 19
+#: ``c10::DeviceType`` values whose ``[memory]`` events are device (not host) memory.
+DEVICE_MEMORY_TYPES = (CUDA_DEVICE_TYPE, HIP_DEVICE_TYPE, MTIA_DEVICE_TYPE)
 
 
 def _allocated(ctx: SignalContext):
     mem = ctx.trace.memory
     dev = ctx.device
-    m = mem[(mem["device_type"] == CUDA_DEVICE_TYPE) & mem["total_allocated_bytes"].notna()]
+    m = mem[mem["device_type"].isin(DEVICE_MEMORY_TYPES) & mem["total_allocated_bytes"].notna()]
     if dev is not None and (m["device_id"] == dev.id).any():
         m = m[m["device_id"] == dev.id]
     if not len(m):
@@ -27,7 +33,12 @@ def _allocated(ctx: SignalContext):
 
 @signal("bytes")
 def peak_memory_bytes(ctx: SignalContext) -> float:
-    """Peak ``Total Allocated`` bytes on the primary GPU over the trace."""
+    """Peak ``Total Allocated`` bytes on the primary GPU over the trace (CUDA, HIP or MTIA
+    ``[memory]`` events).
+
+    Raises:
+        SignalUnavailable: no device ``[memory]`` event carries ``Total Allocated``.
+    """
     return float(_allocated(ctx)["total_allocated_bytes"].max())
 
 

@@ -2,44 +2,109 @@
 
 Kernel classes come from name patterns kept as data in ``patterns.toml``; the
 launching op comes from :mod:`tracedoc.signals.attribution`. All shares are of the
-total kernel time of kernels that start inside the (complete) step windows.
+total kernel time of the primary device's kernels that start inside the (complete) step
+windows. "Tensor Core" covers NVIDIA Tensor Cores and AMD CDNA matrix cores (MFMA).
 """
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pandas as pd
 
 from tracedoc.signals.attribution import kernel_ops
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.gpu import kernels_in_windows_mask
-from tracedoc.signals.steps import complete_mask
+from tracedoc.signals.intervals import overlap_per_window
+from tracedoc.signals.steps import complete_mask, step_windows
 
 #: First NVIDIA compute capability with Tensor Cores (Volta, sm_70).
 #: Source: NVIDIA Volta architecture whitepaper (2017).
 TENSOR_CORE_MIN_CC = (7, 0)
 
+#: AMD Instinct GPUs with matrix cores (MFMA), matched in the device name: MI100 (CDNA,
+#: gfx908), MI200 (CDNA2, gfx90a: MI210/MI250/MI250X), MI300 (CDNA3, gfx942: MI300A/X,
+#: MI325X) and later (CDNA4, gfx950: MI350/MI355X). Source: AMD CDNA, CDNA2 and CDNA3
+#: architecture whitepapers. MI50/MI60/MI25/MI8/MI6 (GCN/Vega) have none.
+AMD_MATRIX_CORE_NAME = re.compile(r"\bMI(100|[2-4]\d\d)[A-Z]?\b", re.IGNORECASE)
+#: gfx94x and later (HIP reports gfx942 as compute capability 9.4) are CDNA3+: all have MFMA.
+AMD_MATRIX_CORE_MIN_CC = (9, 4)
+#: gfx9.0 covers both Vega (gfx900/gfx906: at most 64 compute units, no MFMA: MI25, MI50,
+#: MI60, Radeon VII) and CDNA1/2 (gfx908: 120 CUs; gfx90a: 104 or 110 CUs per GCD). More
+#: than this many compute units on a 9.0 device means CDNA (whitepapers above).
+AMD_VEGA_MAX_CUS = 64
+
+
+def _primary_kernel_mask(ctx: SignalContext) -> np.ndarray:
+    """Kernels (rows of ``kernel_ops``) of the primary device that start in a complete step."""
+    ko = kernel_ops(ctx)
+    m = kernels_in_windows_mask(ctx)
+    dev = ctx.device
+    if dev is not None and (ko["device"] == dev.id).any():
+        m = m & (ko["device"] == dev.id).to_numpy()
+    return m
+
 
 def _window_kernels(ctx: SignalContext) -> pd.DataFrame:
-    ko = kernel_ops(ctx)[kernels_in_windows_mask(ctx)]
+    ko = kernel_ops(ctx)[_primary_kernel_mask(ctx)]
     if not len(ko) or ko["dur_us"].sum() <= 0:
         raise SignalUnavailable("no kernel time inside the step windows")
     return ko
 
 
+def union_ms_per_step(ctx: SignalContext, starts: np.ndarray, ends: np.ndarray) -> float:
+    """Wall-clock time covered by intervals ``[starts, ends)`` (µs) inside the complete step
+    windows, ms per complete step.
+
+    The intervals are merged first, so overlapping kernels (several streams) count once and
+    the result can never exceed the step time. Returns 0.0 for no intervals.
+    """
+    w = step_windows(ctx)
+    m = complete_mask(ctx)
+    per = overlap_per_window(starts, ends, w["start_us"].to_numpy()[m], w["end_us"].to_numpy()[m])
+    return float(per.sum() / 1000.0 / max(int(m.sum()), 1))
+
+
+def _amd_has_matrix_cores(name: str, cc: tuple[int, int] | None, cus: int | None) -> bool | None:
+    if AMD_MATRIX_CORE_NAME.search(name):
+        return True
+    if cc is None:
+        return None
+    if tuple(cc) >= AMD_MATRIX_CORE_MIN_CC and cc[0] == 9:
+        return True
+    if tuple(cc) == (9, 0) and cus is not None:
+        return cus > AMD_VEGA_MAX_CUS
+    if cc[0] < 9:
+        return False
+    return None
+
+
 @signal("bool")
 def has_tensor_cores(ctx: SignalContext) -> bool:
-    """Whether the primary device has Tensor Cores: NVIDIA compute capability >= 7.0.
+    """Whether the primary device has Tensor Cores (NVIDIA) or matrix cores (AMD).
 
-    Unavailable without device properties, and for AMD GPUs (their matrix-core
-    kernel names are not classified yet).
+    NVIDIA: compute capability >= 7.0 (Volta). AMD: an Instinct MI100/MI200/MI300/MI400
+    name, or gfx94x+ (compute capability 9.4+), or gfx9.0 with more than 64 compute units
+    (gfx908/gfx90a; Vega gfx900/gfx906 has at most 64 and no MFMA). See the constants above
+    for sources.
+
+    Raises:
+        SignalUnavailable: no device properties; another vendor (MTIA, ...); an AMD device
+            whose generation cannot be told from its properties.
     """
     dev = ctx.device
-    if dev is None or dev.compute_capability is None:
-        raise SignalUnavailable("the trace has no device properties (compute capability unknown)")
-    if dev.vendor != "NVIDIA":
+    if dev is not None and dev.vendor not in ("NVIDIA", "AMD"):
         raise SignalUnavailable(
-            f"Tensor Core detection covers NVIDIA GPUs only; this trace ran on {dev.vendor} {dev.name}"
+            f"Tensor Core detection covers NVIDIA and AMD GPUs; this trace ran on {dev.vendor} {dev.name}"
         )
+    if dev is None or (dev.compute_capability is None and dev.vendor != "AMD"):
+        raise SignalUnavailable("the trace has no device properties (compute capability unknown)")
+    if dev.vendor == "AMD":
+        has = _amd_has_matrix_cores(dev.name, dev.compute_capability, dev.num_sms)
+        if has is None:
+            raise SignalUnavailable(f"cannot tell whether {dev.name} (gfx {dev.compute_capability}) has matrix cores")
+        return has
     return tuple(dev.compute_capability) >= TENSOR_CORE_MIN_CC
 
 
@@ -67,10 +132,14 @@ def tc_eligible_non_tc_share(ctx: SignalContext) -> float:
 
 @signal("ms")
 def tc_eligible_non_tc_ms(ctx: SignalContext) -> float:
-    """Eligible kernel time not on Tensor Cores, ms per step."""
+    """Wall-clock time of eligible kernels not on Tensor Cores, ms per step: the union (merged
+    intervals) of those kernels on the primary device, clipped to the complete step windows.
+
+    Kernels overlapping on several streams count once, so this never exceeds the step time.
+    """
     ko = _window_kernels(ctx)
-    m = ko["eligible"] & ~ko["tensor_core"]
-    return float(ko.loc[m, "dur_us"].sum() / 1000.0 / max(int(complete_mask(ctx).sum()), 1))
+    m = (ko["eligible"] & ~ko["tensor_core"]).to_numpy()
+    return union_ms_per_step(ctx, ko["ts_us"].to_numpy()[m], ko["end_us"].to_numpy()[m])
 
 
 @signal("table")
