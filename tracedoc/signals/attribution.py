@@ -1,6 +1,7 @@
 """Linking kernels to the CPU ops that launched them.
 
-kernel --(args.correlation)--> runtime call --(same pid/tid, time containment)--> CPU op.
+kernel --(args.correlation, the one join of tracedoc.signals.links)--> runtime call
+--(same pid/tid, time containment)--> CPU op.
 The launching op is the innermost ``cpu_op`` that contains the runtime call's start.
 A kernel is a *Tensor Core* kernel when its name matches ``[tensor_core_kernels]`` and not
 ``[tensor_core_exclusions]``. A kernel is *Tensor-Core-eligible* when any enclosing op (innermost or outer) is a
@@ -100,21 +101,18 @@ def kernel_ops(ctx: SignalContext) -> pd.DataFrame:
     """Kernels with their launching op: name, device, ts_us, dur_us, end_us, op, tensor_core, eligible."""
 
     def build() -> pd.DataFrame:
+        from tracedoc.signals.steps import gpu_events
+
         k = ctx.trace.kernels
-        rt = ctx.trace.runtime
         ro = runtime_ops(ctx)
-        link = pd.DataFrame(
-            {
-                "correlation": rt["correlation"].to_numpy(),
-                "op": ro["op"].to_numpy(),
-                "op_eligible": ro["eligible"].to_numpy(),
-            }
-        ).dropna(subset=["correlation"])
-        link = link.drop_duplicates("correlation")
-        out = k[["name", "device", "ts_us", "dur_us", "end_us", "correlation"]].merge(
-            link, on="correlation", how="left"
-        )
-        out["op_eligible"] = out["op_eligible"].fillna(False).astype(bool)
+        # the launching runtime call of each kernel, through the one (pid, correlation) join;
+        # gpu_events lists the kernels first, in trace.kernels order
+        pos = gpu_events(ctx)["rt_pos"].to_numpy()[: len(k)]
+        linked = pos >= 0
+        safe = np.where(linked, pos, 0)
+        out = k[["name", "device", "ts_us", "dur_us", "end_us", "correlation"]].reset_index(drop=True)
+        out["op"] = np.where(linked, ro["op"].to_numpy()[safe], None) if len(ro) else None
+        out["op_eligible"] = (linked & ro["eligible"].to_numpy()[safe]) if len(ro) else False
         out["tensor_core"] = name_mask(out["name"], is_tensor_core_kernel)
         out["eligible"] = (
             out["op_eligible"].to_numpy()
