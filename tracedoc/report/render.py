@@ -254,7 +254,8 @@ def md_table(rows: list[dict[str, Any]], name_limit: int | None = None) -> list[
         for c in cols:
             v = r.get(c)
             if c in NAME_COLUMNS and v is not None:
-                cells.append("`" + _md_cell(v if name_limit is None else short_name(str(v), name_limit)) + "`")
+                text = short_name(str(v), name_limit) if name_limit is not None and c == "kernel" else str(v)
+                cells.append("`" + _md_cell(text) + "`")
             else:
                 cells.append(_md_cell(fmt_evidence(c, v)))
         out.append("| " + " | ".join(cells) + " |")
