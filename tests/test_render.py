@@ -276,3 +276,48 @@ def test_sarif_of_a_trace_without_findings_is_valid(sarif_validator):
     log = SarifRenderer().to_dict([synthetic([])])
     sarif_validator.validate(log)
     assert log["runs"][0]["results"] == []
+
+
+def fixloop_summary():
+    trial = {"predicted_saving_ms": None, "measured_saving_ms": None}
+    return {
+        "workload": "workloads/resnet.py",
+        "stop_reason": "no fix left to try",
+        "final": {"samples_per_s": 270.5, "speedup": 1.5, "trial": 1, "changes": ["num_workers=4"]},
+        "trials": [
+            {**trial, "index": 0, "change": "baseline", "step_time_ms": 177.6, "samples_per_s": 180.2, "speedup": 1.0}
+            | {"status": "baseline"},
+            {"index": 1, "change": "num_workers: 0 -> 4", "step_time_ms": 118.3, "samples_per_s": 12270.5}
+            | {"speedup": 1.5, "status": "kept", "predicted_saving_ms": 59.3, "measured_saving_ms": 59.3},
+            {"index": 2, "change": "a_very_long_knob_name_that_cannot_fit_anywhere_at_all: 32 -> 64"}
+            | {"step_time_ms": 117.1, "samples_per_s": 270.1, "speedup": 1.49, "status": "reverted"}
+            | {"predicted_saving_ms": 1.0, "measured_saving_ms": -0.2},
+        ],
+    }
+
+
+def test_fixloop_table_fits_80_columns_without_cutting_numbers():
+    from tracedoc.fixloop.summary import render_table
+
+    buf = io.StringIO()
+    Console(file=buf, width=80, color_system=None).print(render_table(fixloop_summary(), 80))
+    lines = buf.getvalue().splitlines()
+    assert all(len(ln) <= 80 for ln in lines)
+    text = "\n".join(lines)
+    for cell in ("12270.5", "+59.3", "-0.2", "1.50x", "reverted", "samples/s", "speedup", "num_workers:", "predicted"):
+        assert cell in text, cell
+    assert "…" in text  # the knob name too long for its column, shortened in the middle
+    assert any(ln.split()[:1] == ["2"] and "a_very_l" in ln and "at_all:" in ln for ln in lines)
+
+
+def test_rank_table_fits_80_columns_and_pluralises(w0):
+    from tracedoc.ranks import MultiRankReport, RankResult, render_text, summarize
+
+    ranks = [RankResult(path="rank0.a_long_trace_file_name_for_rank_zero.pt.trace.json.gz", rank=0, report=w0)]
+    buf = io.StringIO()
+    render_text(MultiRankReport("job", ranks, summarize(ranks)), Console(file=buf, width=80, color_system=None))
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "tracedoc job: 1 trace"
+    assert all(len(ln) <= 80 for ln in lines)
+    row = next(ln for ln in lines if ln.strip().startswith("0 "))
+    assert "rank0.a_l" in row and "json.gz" in row and "…" in row and "177.59" in row and "33.4%" in row
