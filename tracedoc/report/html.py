@@ -276,8 +276,10 @@ class HtmlRenderer:
         )
         if breakdown:
             body.append(f'<p class="meta">mean step: {_e(breakdown)}</p>')
+        charts = self._charts(report, trace)
+        body += charts[:2]  # the step breakdown first: the overview, then the findings
         body += findings_parts(report)
-        body += self._charts(report, trace)
+        body += charts[2:]
         return self._page(f"tracedoc: {t['path']}", body)
 
     def _render_multi(self, mr: Any) -> str:
