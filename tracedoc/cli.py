@@ -146,16 +146,23 @@ def analyze(
         False, "--strict", help="An incomplete analysis is a failure: exit 1 when a selected rule was skipped."
     ),
     select: Optional[List[str]] = typer.Option(
-        None, "--select", help="Only these rules: codes, code prefixes or names, comma-separated or repeated."
+        None,
+        "--select",
+        metavar="RULES",
+        help="Only these rules: codes, code prefixes or names, comma-separated or repeated.",
     ),
     ignore: Optional[List[str]] = typer.Option(
-        None, "--ignore", help="Skip these rules: codes, code prefixes or names, comma-separated or repeated."
+        None,
+        "--ignore",
+        metavar="RULES",
+        help="Skip these rules: codes, code prefixes or names, comma-separated or repeated.",
     ),
     jobs: Optional[int] = typer.Option(
         None,
         "--jobs",
         "-j",
         min=1,
+        metavar="N",
         help="Worker processes for a directory of per-rank traces (default: min(CPUs, traces)).",
     ),
     rules: Optional[List[Path]] = typer.Option(
@@ -187,9 +194,16 @@ def analyze(
         if cfg.thresholds:
             all_rules = apply_thresholds(all_rules, cfg.thresholds, cfg.path)
         check_selectors([*(select or []), *(ignore or [])], all_rules)
-        with progress_for(trace, json_output=format is not Format.text) as progress:
+        with progress_for(trace, json_output=format is Format.json) as progress:
             if trace.is_dir():
                 from tracedoc.ranks import analyze_directory
+
+                if cfg.thresholds:  # the per-rank jobs load rules from paths: no override hook there yet
+                    err_console.print(
+                        f"tracedoc: warning: {cfg.path}: [tool.tracedoc.thresholds] is not applied to a directory "
+                        "of traces yet",
+                        soft_wrap=True,
+                    )
 
                 report = analyze_directory(
                     trace,
@@ -291,7 +305,9 @@ def emit(report, format: Format, output=None, top=None, quiet=False, color=Color
             if format is Format.markdown:
                 out.write(render_markdown(report))
             else:
-                render_text(report, make_console(color, file=fh))
+                con = make_console(color, file=fh)
+                render_text(report, con)
+                con.print(f"\n{_multi_summary(report)}", style="bold", highlight=False)
         elif format is Format.markdown:
             out.write(MarkdownRenderer().render(report))
         else:
