@@ -180,6 +180,8 @@ def analyze(
     from tracedoc.config import apply_thresholds, load_config
     from tracedoc.progress import progress_for
 
+    if output is not None and not output.absolute().parent.is_dir():  # before a long analysis
+        raise fail(f"{output}: cannot write (no such directory)")
     loaded = None
     try:
         cfg = load_config(trace)
@@ -188,15 +190,25 @@ def analyze(
         fail_level = fail_on.value if fail_on is not None else (cfg.fail_on or "info")
         strict = strict or cfg.strict
         rule_paths = [*cfg.rules, *(rules or [])]
-        from tracedoc.engine.rules import load_rules
 
-        all_rules = load_rules(rule_paths)  # a bad rule file fails before a long load
-        if cfg.thresholds:
-            all_rules = apply_thresholds(all_rules, cfg.thresholds, cfg.path)
-        check_selectors([*(select or []), *(ignore or [])], all_rules)
+        def prepare_rules() -> list:
+            from tracedoc.engine.rules import load_rules  # imports pandas
+
+            out = load_rules(rule_paths)
+            if cfg.thresholds:
+                out = apply_thresholds(out, cfg.thresholds, cfg.path)
+            check_selectors([*(select or []), *(ignore or [])], out)
+            return out
+
+        # a bad rule file or override fails before a long load; otherwise the rules (and
+        # pandas) are imported while the loader's workers decode the trace
+        all_rules = prepare_rules() if rule_paths or cfg.thresholds else None
         with progress_for(trace, json_output=format is Format.json) as progress:
             if trace.is_dir():
                 from tracedoc.ranks import analyze_directory
+
+                if all_rules is None:
+                    all_rules = prepare_rules()
 
                 if cfg.thresholds:  # the per-rank jobs load rules from paths: no override hook there yet
                     err_console.print(
@@ -218,6 +230,9 @@ def analyze(
 
                 loaded = load(trace, progress=progress)  # imports pandas while its workers decode
                 from tracedoc.engine import analyze_trace
+
+                if all_rules is None:
+                    all_rules = prepare_rules()
 
                 if progress:
                     progress("computing signals and rules")
