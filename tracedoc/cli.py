@@ -251,7 +251,10 @@ def analyze(
         raise fail(
             f"{trace}: cannot analyze ({type(exc).__name__}: {exc}); set TRACEDOC_DEBUG=1 for a traceback"
         ) from None
-    emit(report, format, output=output, top=top, quiet=quiet, color=color, trace=loaded)
+    try:
+        emit(report, format, output=output, top=top, quiet=quiet, color=color, trace=loaded)
+    except TracedocError as exc:  # e.g. --format html without plotly
+        raise fail(str(exc), exc.exit_code) from None
     code = exit_code_for(report.findings, fail_level, exit_zero)
     if strict and not code:  # --exit-zero forgives findings, not an incomplete analysis
         skipped = _skipped_of(report)
@@ -273,60 +276,81 @@ def _skipped_of(report) -> List[str]:
     return [k.code for k in report.skipped]
 
 
+def render_document(report, format: Format) -> Optional[str]:
+    """The whole output of a document format (json, markdown, github, sarif, html) as text;
+    None for ``text``, which prints to a console. Rendered before any file is opened, so a
+    failure (``--format html`` without plotly) leaves no half-written file."""
+    from tracedoc.report.render import JsonRenderer, MarkdownRenderer
+
+    multi = hasattr(report, "ranks")
+    if format is Format.json:  # a Report or a MultiRankReport: both have to_dict()
+        return JsonRenderer().render(report) + "\n"
+    if format is Format.github:
+        from tracedoc.report.github import GithubRenderer
+
+        if not multi:
+            return GithubRenderer().render(report)
+        r = GithubRenderer()
+        lines = [ln for rr in report.ranks if rr.report for ln in r.lines(rr.report, rr.path)]
+        return "\n".join([*lines, _multi_summary(report)]) + "\n"
+    if format is Format.sarif:
+        from tracedoc.report.sarif import SarifRenderer
+
+        return SarifRenderer().render(report) + "\n"
+    if format is Format.html:
+        from tracedoc.report.html import HtmlRenderer
+
+        return HtmlRenderer().render(report)  # no kernel charts without the loaded trace (see emit)
+    if format is Format.markdown:
+        if multi:
+            from tracedoc.ranks import render_markdown
+
+            return render_markdown(report)
+        return MarkdownRenderer().render(report)
+    return None
+
+
 def emit(report, format: Format, output=None, top=None, quiet=False, color=Color.auto, trace=None) -> None:
     """Render ``report`` (a Report or a multi-rank report) in ``format`` to ``output`` or stdout.
 
+    ``trace``: the loaded Trace, for the HTML report's kernel charts.
+
     Raises:
         typer.Exit(2): ``output`` cannot be written (one-line message).
+        TracedocError: a renderer cannot run (``--format html`` without plotly).
     """
-    from tracedoc.report.render import ConsoleRenderer, JsonRenderer, MarkdownRenderer, summary_line
+    from tracedoc.report.render import ConsoleRenderer, summary_line
 
     multi = hasattr(report, "ranks")
+    if format is Format.html:
+        from tracedoc.report.html import HtmlRenderer
+
+        document: Optional[str] = HtmlRenderer().render(report, trace=trace)
+    else:
+        document = None if format is Format.text else render_document(report, format)
     try:
         fh = open(output, "w", encoding="utf-8") if output is not None else None  # noqa: SIM115
     except OSError as exc:
         raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
     out = fh if fh is not None else sys.stdout
     try:
-        if quiet and format is Format.text:
+        if document is not None:
+            out.write(document)
+        elif quiet:
             if multi:
                 text = _multi_summary(report)
             else:
                 con = make_console(color, file=fh)
                 text = summary_line(report, con.width if con.is_terminal else None)
             out.write(text + "\n")
-        elif format is Format.json:  # a Report or a MultiRankReport: both have to_dict()
-            out.write(JsonRenderer().render(report) + "\n")
-        elif format is Format.github:
-            from tracedoc.report.github import GithubRenderer
-
-            if multi:
-                r = GithubRenderer()
-                lines = [ln for rr in report.ranks if rr.report for ln in r.lines(rr.report, rr.path)]
-                out.write("\n".join([*lines, _multi_summary(report)]) + "\n")
-            else:
-                out.write(GithubRenderer().render(report))
-        elif format is Format.sarif:
-            from tracedoc.report.sarif import SarifRenderer
-
-            out.write(SarifRenderer().render(report) + "\n")
-        elif format is Format.html:
-            from tracedoc.report.html import HtmlRenderer
-
-            out.write(HtmlRenderer().render(report, trace=trace))
         elif multi:
-            from tracedoc.ranks import render_markdown, render_text
+            from tracedoc.ranks import render_text
 
-            if format is Format.markdown:
-                out.write(render_markdown(report))
-            else:
-                con = make_console(color, file=fh)
-                render_text(report, con)
-                con.print(f"\n{_multi_summary(report)}", style="bold", highlight=False)
-        elif format is Format.markdown:
-            out.write(MarkdownRenderer().render(report))
+            con = make_console(color, file=fh)
+            render_text(report, con)
+            con.print(f"\n{_multi_summary(report)}", style="bold", highlight=False)
         else:
-            ConsoleRenderer(make_console(color, file=fh), top=top, quiet=quiet).render(report)
+            ConsoleRenderer(make_console(color, file=fh), top=top).render(report)
     finally:
         if fh is not None:
             fh.close()
