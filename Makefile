@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO_TRACE ?= fixtures/v100_resnet50_workers0.pt.trace.json.gz
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,17 @@ lint: $(VENV)/.all
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The HTML report test opens the page in a real headless Chromium (Debian's package):
+# installed here when missing (as root with apt), else a clear failure, never a skip.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: installing chromium for the HTML report test" >&2; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "make test: the HTML report test needs chromium (sudo apt-get install chromium)" >&2; exit 1; fi; }
+
 # pytest exits 5 when it collected no test: that is a failure here, never a silent pass.
-test: $(VENV)/.all lint
+test: $(VENV)/.all lint chromium
 	@$(BIN)/python -m pytest -q -rs; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 

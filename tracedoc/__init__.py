@@ -1,25 +1,78 @@
 """tracedoc: diagnose PyTorch Profiler (Kineto) traces.
 
-    >>> import tracedoc
-    >>> report = tracedoc.analyze("trace.json.gz")   # doctest: +SKIP
-    >>> [f.name for f in report.findings]             # doctest: +SKIP
+The Python API (a notebook session is in ``docs/python-api.md``):
 
-``import tracedoc`` stays light (no pandas): ``analyze``, ``analyze_trace``, ``Trace``
-and ``Report`` are imported on first use, so the command line can start decoding a
-large trace in parallel worker processes while pandas is still being imported.
+    >>> import tracedoc
+    >>> trace = tracedoc.load("fixtures/v100_resnet50_workers0.pt.trace.json.gz")  # doctest: +SKIP
+    >>> report = tracedoc.analyze(trace)              # or analyze(path)  # doctest: +SKIP
+    >>> report                                         # a short repr      # doctest: +SKIP
+    <Report fixtures/v100_resnet50_workers0.pt.trace.json.gz: 4 findings (1 error, ...>
+    >>> report.print()                                 # the terminal report  # doctest: +SKIP
+
+- :func:`load` -- a trace file (``.json`` or ``.json.gz``) -> :class:`Trace` (pandas frames).
+- :func:`analyze` -- a path or a :class:`Trace` -> :class:`Report` (signals, findings, skipped rules).
+- :class:`Trace`, :class:`Report` -- both have short reprs and render as HTML and
+  Markdown in notebooks (``_repr_html_``, ``_repr_markdown_``).
+- :class:`TracedocError` (and :class:`TraceLoadError`) -- one-line messages, never a repr.
+
+``import tracedoc`` stays light (no pandas): ``analyze_trace``, ``Trace`` and ``Report``
+are imported on first use, so the command line can start decoding a large trace in
+parallel worker processes while pandas is still being imported.
 """
 
 __version__ = "0.1.0"
 
+import os as _os  # noqa: E402
+
 from tracedoc.errors import TracedocError, TraceLoadError  # noqa: E402
-from tracedoc.load import load  # noqa: E402
+from tracedoc.load import load as _load  # noqa: E402
 
 _LAZY = {
-    "analyze": "tracedoc.engine",
     "analyze_trace": "tracedoc.engine",
     "Trace": "tracedoc.trace",
     "Report": "tracedoc.report",
 }
+
+
+def load(path, *args, **kwargs):
+    """Load a PyTorch Profiler trace file into a :class:`Trace` (see :func:`tracedoc.load.load`
+    for the arguments). A :class:`Trace` given by mistake is a short TypeError, not an error
+    message holding its repr."""
+    if type(path).__name__ == "Trace" and hasattr(path, "kernels"):
+        raise TypeError("load() takes a trace file path; this is already a loaded tracedoc.Trace")
+    return _load(path, *args, **kwargs)
+
+
+load.__doc__ = (load.__doc__ or "") + "\n\n" + (_load.__doc__ or "")
+
+
+def analyze(trace, select=None, ignore=None, rules=None):
+    """Analyze a trace: compute the signals, evaluate the rules, rank the findings.
+
+    Args:
+        trace: a trace file path (``str`` or ``os.PathLike``) or a :class:`Trace` from
+            :func:`load` (loading once and analyzing several times is cheaper).
+        select, ignore: rule selectors (code ``"TD101"``, prefix ``"TD1"`` or name
+            ``"dataloader-stall"``).
+        rules: the rules to evaluate (default: the built-in ones; add your own with
+            ``tracedoc.engine.load_rules(["my_rules/"])``).
+
+    Returns:
+        a :class:`Report`; findings are ranked by estimated saving (ms per step).
+
+    Raises:
+        TypeError: ``trace`` is neither a path nor a Trace (the message names the type only).
+        TraceLoadError: the file is not a readable trace.
+        tracedoc.errors.RuleError: a bad selector or rule file.
+    """
+    from tracedoc.engine import analyze_trace
+    from tracedoc.trace import Trace
+
+    if isinstance(trace, Trace):
+        return analyze_trace(trace, rules=rules, select=select, ignore=ignore)
+    if not isinstance(trace, (str, _os.PathLike)):
+        raise TypeError(f"analyze() takes a trace path or a tracedoc.Trace, not {type(trace).__name__}")
+    return analyze_trace(_load(trace), rules=rules, select=select, ignore=ignore)
 
 
 def __getattr__(name: str):
@@ -30,6 +83,10 @@ def __getattr__(name: str):
         globals()[name] = value
         return value
     raise AttributeError(f"module 'tracedoc' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(__all__)
 
 
 __all__ = ["__version__", "load", "analyze", "analyze_trace", "Trace", "Report", "TracedocError", "TraceLoadError"]

@@ -22,6 +22,7 @@ from tracedoc.errors import TracedocError
 
 app = typer.Typer(
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     rich_markup_mode=None,
     help="Diagnose PyTorch Profiler traces: ranked findings with evidence, estimated savings and fixes.",
@@ -30,9 +31,20 @@ err_console = Console(stderr=True, highlight=False)
 
 
 class Format(str, Enum):
+    """Output formats; every command that has ``--format`` takes these names."""
+
     text = "text"
     json = "json"
     markdown = "markdown"
+    github = "github"
+    sarif = "sarif"
+    html = "html"
+
+
+class Color(str, Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
 
 
 class Level(str, Enum):
@@ -42,6 +54,12 @@ class Level(str, Enum):
 
 
 _LEVELS = {"info": 0, "warning": 1, "error": 2}
+
+EXIT_CODES = (
+    "Exit codes: 0 no finding at or above --fail-on; "
+    "1 a finding at or above --fail-on, or with --strict an incomplete analysis (a selected rule skipped); "
+    "2 bad input, bad usage or an internal error."
+)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -72,23 +90,79 @@ def exit_code_for(findings, fail_on: str, exit_zero: bool) -> int:
     return 1 if any(_LEVELS[f.severity] >= _LEVELS[fail_on] for f in findings) else 0
 
 
-@app.command()
+def split_selectors(values: Optional[List[str]]) -> Optional[List[str]]:
+    """``["TD101,TD202", "TD3"]`` -> ``["TD101", "TD202", "TD3"]`` (None stays None)."""
+    if values is None:
+        return None
+    return [p.strip() for v in values for p in v.split(",") if p.strip()]
+
+
+def check_selectors(selectors: List[str], rules: list) -> None:
+    """Raise a one-line usage error, with a "did you mean" suggestion, for a selector
+    that matches no rule (code, code prefix or name; difflib's closest match)."""
+    import difflib
+
+    names = [r.name for r in rules] + [r.code for r in rules]
+    for sel in selectors:
+        if any(sel == r.name or r.code.startswith(sel.upper()) for r in rules):
+            continue
+        close = difflib.get_close_matches(sel.upper() if sel[:1].isupper() else sel, names, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else " (see `tracedoc rules`)"
+        raise fail(f"no rule matches {sel!r}{hint}")
+
+
+def make_console(color: Color, file=None, width: Optional[int] = None) -> Console:
+    """The report console: ``--color always`` forces colour (even into a file or a pipe),
+    ``never`` drops it, ``auto`` follows the terminal and ``NO_COLOR``."""
+    kw: dict = {"highlight": False, "file": file}
+    if width:
+        kw["width"] = width
+    if color is Color.always:
+        kw["force_terminal"] = True
+        kw["color_system"] = "truecolor"
+    elif color is Color.never:
+        kw["color_system"] = None
+        kw["no_color"] = True
+    return Console(**kw)
+
+
+@app.command(epilog=EXIT_CODES)
 def analyze(
     trace: Path = typer.Argument(..., help="A trace (.json or .json.gz), or a directory of per-rank traces."),
-    format: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
-    fail_on: Level = typer.Option(Level.info, "--fail-on", help="Exit 1 when a finding has this severity or higher."),
+    format: Format = typer.Option(
+        Format.text, "--format", "-f", help="Output format: text, json, markdown, github, sarif or html."
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", metavar="FILE", help="Write the report to FILE instead of stdout."
+    ),
+    top: Optional[int] = typer.Option(None, "--top", min=1, metavar="N", help="Show only the first N findings (text)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the closing summary line."),
+    color: Color = typer.Option(Color.auto, "--color", help="Colour: auto (terminal, NO_COLOR), always or never."),
+    fail_on: Optional[Level] = typer.Option(
+        None, "--fail-on", help="Exit 1 when a finding has this severity or higher (default info)."
+    ),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when there are findings."),
+    strict: bool = typer.Option(
+        False, "--strict", help="An incomplete analysis is a failure: exit 1 when a selected rule was skipped."
+    ),
     select: Optional[List[str]] = typer.Option(
-        None, "--select", help="Only these rules (code, code prefix or name); repeatable."
+        None,
+        "--select",
+        metavar="RULES",
+        help="Only these rules: codes, code prefixes or names, comma-separated or repeated.",
     ),
     ignore: Optional[List[str]] = typer.Option(
-        None, "--ignore", help="Skip these rules (code, code prefix or name); repeatable."
+        None,
+        "--ignore",
+        metavar="RULES",
+        help="Skip these rules: codes, code prefixes or names, comma-separated or repeated.",
     ),
     jobs: Optional[int] = typer.Option(
         None,
         "--jobs",
         "-j",
         min=1,
+        metavar="N",
         help="Worker processes for a directory of per-rank traces (default: min(CPUs, traces)).",
     ),
     min_saving_ms: float = typer.Option(
@@ -108,13 +182,50 @@ def analyze(
         help="Extra rule files (TOML) or folders of them, e.g. a CI budget; repeatable.",
     ),
 ) -> None:
-    """Analyze a trace (or a directory of per-rank traces) and print ranked findings."""
+    """Analyze a trace (or a directory of per-rank traces) and print ranked findings.
+
+    Defaults come from [tool.tracedoc] in the closest pyproject.toml (see README);
+    options given here win.
+    """
+    from tracedoc.config import apply_thresholds, load_config
     from tracedoc.progress import progress_for
 
+    if output is not None and not output.absolute().parent.is_dir():  # before a long analysis
+        raise fail(f"{output}: cannot write (no such directory)")
+    loaded = None
     try:
+        cfg = load_config(trace)
+        select = split_selectors(select) if select is not None else cfg.select
+        ignore = split_selectors(ignore) if ignore is not None else cfg.ignore
+        fail_level = fail_on.value if fail_on is not None else (cfg.fail_on or "info")
+        strict = strict or cfg.strict
+        rule_paths = [*cfg.rules, *(rules or [])]
+
+        def prepare_rules() -> list:
+            from tracedoc.engine.rules import load_rules  # imports pandas
+
+            out = load_rules(rule_paths)
+            if cfg.thresholds:
+                out = apply_thresholds(out, cfg.thresholds, cfg.path)
+            check_selectors([*(select or []), *(ignore or [])], out)
+            return out
+
+        # a bad rule file or override fails before a long load; otherwise the rules (and
+        # pandas) are imported while the loader's workers decode the trace
+        all_rules = prepare_rules() if rule_paths or cfg.thresholds else None
         with progress_for(trace, json_output=format is Format.json) as progress:
             if trace.is_dir():
                 from tracedoc.ranks import analyze_directory
+
+                if all_rules is None:
+                    all_rules = prepare_rules()
+
+                if cfg.thresholds:  # the per-rank jobs load rules from paths: no override hook there yet
+                    err_console.print(
+                        f"tracedoc: warning: {cfg.path}: [tool.tracedoc.thresholds] is not applied to a directory "
+                        "of traces yet",
+                        soft_wrap=True,
+                    )
 
                 report = analyze_directory(
                     trace,
@@ -122,30 +233,31 @@ def analyze(
                     select=select,
                     ignore=ignore,
                     progress=progress,
-                    rule_paths=[str(r) for r in rules or []],
+                    rule_paths=[str(r) for r in rule_paths],
                 )
             else:
                 from tracedoc.load import load
 
-                extra = None
-                if rules:  # a bad rule file fails before a long load
-                    from tracedoc.engine.rules import load_rules
-
-                    extra = load_rules(list(rules))
                 loaded = load(trace, progress=progress)  # imports pandas while its workers decode
                 from tracedoc.engine import analyze_trace
+
+                if all_rules is None:
+                    all_rules = prepare_rules()
 
                 if progress:
                     progress("computing signals and rules")
                 report = analyze_trace(
                     loaded,
-                    rules=extra,
+                    rules=all_rules,
                     select=select,
                     ignore=ignore,
                     min_saving_ms=min_saving_ms,
                     min_saving_share=min_saving_share,
                 )
-                del loaded
+                if format is not Format.html:
+                    loaded = None  # free the frames before rendering
+    except typer.Exit:
+        raise
     except TracedocError as exc:
         raise fail(str(exc), exc.exit_code) from None
     except MemoryError:
@@ -156,31 +268,147 @@ def analyze(
         raise fail(
             f"{trace}: cannot analyze ({type(exc).__name__}: {exc}); set TRACEDOC_DEBUG=1 for a traceback"
         ) from None
-    from tracedoc.report.render import ConsoleRenderer, JsonRenderer, MarkdownRenderer
+    try:
+        emit(report, format, output=output, top=top, quiet=quiet, color=color, trace=loaded)
+    except TracedocError as exc:  # e.g. --format html without plotly
+        raise fail(str(exc), exc.exit_code) from None
+    code = exit_code_for(report.findings, fail_level, exit_zero)
+    if strict and not code:  # --exit-zero forgives findings, not an incomplete analysis
+        skipped = _skipped_of(report)
+        if skipped:
+            from tracedoc.report.render import plural
 
+            err_console.print(
+                f"tracedoc: strict: incomplete analysis, {plural(len(skipped), 'selected rule')} skipped: "
+                + escape(", ".join(skipped)),
+                soft_wrap=True,
+            )
+            code = 1
+    raise typer.Exit(code)
+
+
+def _skipped_of(report) -> List[str]:
+    if hasattr(report, "ranks"):
+        return sorted({k.code for r in report.ranks if r.report for k in r.report.skipped})
+    return [k.code for k in report.skipped]
+
+
+def render_document(report, format: Format) -> Optional[str]:
+    """The whole output of a document format (json, markdown, github, sarif, html) as text;
+    None for ``text``, which prints to a console. Rendered before any file is opened, so a
+    failure (``--format html`` without plotly) leaves no half-written file."""
+    from tracedoc.report.render import JsonRenderer, MarkdownRenderer
+
+    multi = hasattr(report, "ranks")
     if format is Format.json:  # a Report or a MultiRankReport: both have to_dict()
-        sys.stdout.write(JsonRenderer().render(report) + "\n")
-    elif trace.is_dir():
-        from tracedoc.ranks import render_markdown, render_text
+        return JsonRenderer().render(report) + "\n"
+    if format is Format.github:
+        from tracedoc.report.github import GithubRenderer
 
-        if format is Format.markdown:
-            sys.stdout.write(render_markdown(report))
-        else:
-            render_text(report, Console(highlight=False))
-    elif format is Format.markdown:
-        sys.stdout.write(MarkdownRenderer().render(report))
+        if not multi:
+            return GithubRenderer().render(report)
+        r = GithubRenderer()
+        lines = [ln for rr in report.ranks if rr.report for ln in r.lines(rr.report, rr.path)]
+        return "\n".join([*lines, _multi_summary(report)]) + "\n"
+    if format is Format.sarif:
+        from tracedoc.report.sarif import SarifRenderer
+
+        return SarifRenderer().render(report) + "\n"
+    if format is Format.html:
+        from tracedoc.report.html import HtmlRenderer
+
+        return HtmlRenderer().render(report)  # no kernel charts without the loaded trace (see emit)
+    if format is Format.markdown:
+        if multi:
+            from tracedoc.ranks import render_markdown
+
+            return render_markdown(report)
+        return MarkdownRenderer().render(report)
+    return None
+
+
+def emit(report, format: Format, output=None, top=None, quiet=False, color=Color.auto, trace=None) -> None:
+    """Render ``report`` (a Report or a multi-rank report) in ``format`` to ``output`` or stdout.
+
+    ``trace``: the loaded Trace, for the HTML report's kernel charts.
+
+    Raises:
+        typer.Exit(2): ``output`` cannot be written (one-line message).
+        TracedocError: a renderer cannot run (``--format html`` without plotly).
+    """
+    from tracedoc.report.render import ConsoleRenderer, summary_line
+
+    multi = hasattr(report, "ranks")
+    if format is Format.html:
+        from tracedoc.report.html import HtmlRenderer
+
+        document: Optional[str] = HtmlRenderer().render(report, trace=trace)
     else:
-        ConsoleRenderer(Console(highlight=False)).render(report)
-    raise typer.Exit(exit_code_for(report.findings, fail_on.value, exit_zero))
+        document = None if format is Format.text else render_document(report, format)
+    try:
+        fh = open(output, "w", encoding="utf-8") if output is not None else None  # noqa: SIM115
+    except OSError as exc:
+        raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+    out = fh if fh is not None else sys.stdout
+    try:
+        if document is not None:
+            out.write(document)
+        elif quiet:
+            if multi:
+                text = _multi_summary(report)
+            else:
+                con = make_console(color, file=fh)
+                text = summary_line(report, con.width if con.is_terminal else None)
+            out.write(text + "\n")
+        elif multi:
+            from tracedoc.ranks import render_text
+
+            con = make_console(color, file=fh)
+            render_text(report, con)
+            con.print(f"\n{_multi_summary(report)}", style="bold", highlight=False)
+        else:
+            ConsoleRenderer(make_console(color, file=fh), top=top).render(report)
+    finally:
+        if fh is not None:
+            fh.close()
+
+
+def _multi_summary(mr) -> str:
+    from tracedoc.report.render import plural
+
+    n_findings = sum(len(r.report.findings) for r in mr.ranks if r.report)
+    n_err = sum(1 for r in mr.ranks if r.error)
+    line = f"{plural(len(mr.ranks), 'trace')}: {plural(n_findings, 'finding')} in all"
+    return line + (f"; {plural(n_err, 'trace')} could not be analyzed" if n_err else "")
+
+
+LIST_FORMATS = (Format.text, Format.json, Format.markdown)
+
+
+def _list_format(format: Format, command: str) -> None:
+    if format not in LIST_FORMATS:
+        raise fail(f"tracedoc {command}: --format {format.value} is not available here (text, json or markdown)")
+
+
+def _md_table(header: List[str], rows: List[List[str]]) -> str:
+    def cell(v: str) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
 
 
 @app.command("rules")
-def list_rules(format: Format = typer.Option(Format.text, "--format", "-f")) -> None:
+def list_rules(
+    format: Format = typer.Option(Format.text, "--format", "-f", help="Output format: text, json or markdown."),
+) -> None:
     """List the rules: code, name, severity, fix safety, summary."""
     from rich.table import Table
 
     from tracedoc.engine.rules import builtin_rules
 
+    _list_format(format, "rules")
     rules = builtin_rules()
     if format is Format.json:
         import orjson
@@ -203,11 +431,16 @@ def list_rules(format: Format = typer.Option(Format.text, "--format", "-f")) -> 
             + "\n"
         )
         return
+    header = ["code", "name", "severity", "fix safety", "summary"]
+    rows = [[r.code, r.name, r.severity, r.fix.safety, r.summary] for r in rules]
+    if format is Format.markdown:
+        sys.stdout.write(_md_table(header, [[f"`{c}`" if j < 2 else c for j, c in enumerate(r)] for r in rows]))
+        return
     table = Table(show_edge=False)
-    for col in ("code", "name", "severity", "fix safety", "summary"):
-        table.add_column(col)
-    for r in rules:
-        table.add_row(r.code, r.name, r.severity, r.fix.safety, r.summary)
+    for col in header:
+        table.add_column(col, no_wrap=col != "summary", overflow="fold" if col == "summary" else "ellipsis")
+    for row in rows:
+        table.add_row(*(escape(c) for c in row))
     Console(highlight=False).print(table)
 
 
@@ -215,17 +448,24 @@ def list_rules(format: Format = typer.Option(Format.text, "--format", "-f")) -> 
 def explain_rule(
     name_or_code: str = typer.Argument(..., help="A rule code (TD101) or name (dataloader-stall)."),
 ) -> None:
-    """Explain one rule: what it detects, why it matters, an example, the fix and its safety."""
+    """Explain one rule: what it detects, why it matters, an example, the fix and its safety.
+
+    Code (the example and the fix) is printed line for line, never re-wrapped.
+    """
     from tracedoc.engine.rules import builtin_rules
 
     key = name_or_code.strip()
-    matches = [r for r in builtin_rules() if key.upper() == r.code or key == r.name]
+    rules = builtin_rules()
+    matches = [r for r in rules if key.upper() == r.code or key == r.name]
     if not matches:
-        raise fail(f"no rule {key!r} (see `tracedoc rules`)")
+        import difflib
+
+        close = difflib.get_close_matches(key, [r.code for r in rules] + [r.name for r in rules], n=1, cutoff=0.5)
+        raise fail(f"no rule {key!r}" + (f"; did you mean {close[0]!r}?" if close else " (see `tracedoc rules`)"))
     r = matches[0]
     c = Console(highlight=False)
     c.print(f"[bold]{r.code} {r.name}[/] ({r.severity}): {escape(r.summary)}\n")
-    c.print(f"[bold]condition[/]  {escape(r.condition.source)}")
+    c.print(f"[bold]condition[/]  {escape(r.condition.source)}", soft_wrap=True)
     if r.estimated_saving_ms is not None:
         c.print(
             f"[bold]estimated saving (ms/step)[/]  {escape(r.estimated_saving_ms.source)}: {escape(r.saving_basis)}"
@@ -238,23 +478,42 @@ def explain_rule(
         ("safety", "Fix safety"),
     ):
         c.print(f"\n[bold]{title}[/]" + (escape(f" [{r.fix.safety}]") if section == "safety" else ""))
-        c.print(escape(r.docs[section].strip("\n")))
+        # the example and the fix are code: soft_wrap keeps each line whole (the terminal may
+        # fold a long one visually, but no newline is inserted into it)
+        c.print(escape(r.docs[section].strip("\n")), soft_wrap=section in ("example", "fix"))
     if r.fix.knobs:
         c.print(f"\n[bold]fix-loop knobs[/]  {', '.join(r.fix.knobs)}")
 
 
 @app.command("signals")
-def list_signals() -> None:
+def list_signals(
+    format: Format = typer.Option(Format.text, "--format", "-f", help="Output format: text, json or markdown."),
+) -> None:
     """List the signals rules can use, with units and definitions."""
     from rich.table import Table
 
     from tracedoc.signals import SIGNALS
 
+    _list_format(format, "signals")
+    rows = [[name, sig.unit, sig.scope, sig.summary] for name, sig in sorted(SIGNALS.items())]
+    if format is Format.json:
+        import orjson
+
+        data = [{"signal": n, "unit": u, "covers": c, "summary": d} for n, u, c, d in rows]
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    if format is Format.markdown:
+        sys.stdout.write(
+            _md_table(["signal", "unit", "covers", "definition"], [[f"`{n}`", u, c, d] for n, u, c, d in rows])
+        )
+        return
     table = Table(show_edge=False)
-    for col in ("signal", "unit", "covers", "definition"):
-        table.add_column(col)
-    for name, sig in sorted(SIGNALS.items()):
-        table.add_row(name, sig.unit, sig.scope, sig.summary)
+    table.add_column("signal", no_wrap=True)
+    table.add_column("unit", no_wrap=True)
+    table.add_column("covers", no_wrap=True)
+    table.add_column("definition", overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(x) for x in row))
     Console(highlight=False).print(table)
 
 
@@ -304,8 +563,36 @@ def _register_fix_loop() -> None:
 _register_fix_loop()
 
 
+def _usage_exceptions() -> tuple:
+    """The framework's usage-error types (typer vendors click in recent releases)."""
+    types = []
+    for mod in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            m = __import__(mod, fromlist=["ClickException"])
+            types.append(m.ClickException)
+        except ImportError:
+            pass
+    return tuple(types)
+
+
+def usage_message(exc: BaseException) -> str:
+    """A framework usage error as one line: no box, no "Usage:" block, no stray
+    "Value error," from the type coercion; the command named when known."""
+    import re
+
+    text = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    text = re.sub(r"\bValue error, ", "", text)
+    text = " ".join(text.split())
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None and getattr(ctx, "command_path", None) else "tracedoc"
+    return f"{where}: {text} (see '{where} --help')"
+
+
 def main() -> None:
     """Console-script entry point.
+
+    A usage error (unknown option, bad value, missing argument) prints one line,
+    ``tracedoc: error: tracedoc analyze: ...``, and exits 2.
 
     Once the command has finished and its output is flushed, the process ends with
     ``os._exit``: tearing down the interpreter would free a large trace's frames object
@@ -313,13 +600,27 @@ def main() -> None:
     nothing. Nothing tracedoc runs relies on ``atexit`` handlers.
     """
     code = 0
+    usage_errors = _usage_exceptions()
     try:
-        app(standalone_mode=True)
+        rv = app(standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:
         err_console.print("tracedoc: interrupted")
         code = 130
+    except usage_errors as exc:
+        err_console.print(f"tracedoc: error: {escape(usage_message(exc))}", soft_wrap=True)
+        code = getattr(exc, "exit_code", 2) or 2
+    except Exception as exc:  # an abort or an internal error: one line, never a traceback
+        if os.environ.get("TRACEDOC_DEBUG"):
+            raise
+        name = type(exc).__name__
+        err_console.print(
+            f"tracedoc: error: {escape(name)}: {escape(str(exc))} (set TRACEDOC_DEBUG=1 for a traceback)",
+            soft_wrap=True,
+        )
+        code = 130 if name == "Abort" else 2
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -274,18 +274,26 @@ def render_text(mr: MultiRankReport, console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from tracedoc.report.render import middle_ellipsis, plural
+
     s = mr.summary
-    console.print(f"[bold]tracedoc[/] {escape(mr.directory)}: {s['n_ranks']} traces")
+    console.print(f"[bold]tracedoc[/] {escape(mr.directory)}: {plural(s['n_ranks'], 'trace')}")
     table = Table(show_edge=False, title="per rank", title_justify="left")
-    for col in ("rank", "file", "events", "steps", "step time (ms)", "GPU busy", "DataLoader", "findings"):
-        table.add_column(col)
+    # 80 columns: every column but the findings stays on one line; long file names are
+    # shortened in the middle (both the rank prefix and the suffix stay readable)
+    # shortened in the middle; under 100 columns the event count is left out
+    wide = console.width >= 100
+    file_w = max(10, console.width - (73 if wide else 62))
+    cols = ("rank", "file", "events", "steps", "step ms", "GPU busy", "DataLoader", "findings")
+    for col in cols if wide else [c for c in cols if c != "events"]:
+        table.add_column(col, no_wrap=col != "findings", min_width=8 if col == "findings" else None)
     for r in mr.ranks:
         rep = r.report
         codes = " ".join(f.code for f in rep.findings) or "-"
         table.add_row(
             str(r.rank) if r.rank is not None else "?",
-            escape(Path(r.path).name),
-            f"{rep.trace['n_events']:,}",
+            escape(middle_ellipsis(Path(r.path).name, file_w)),
+            *([f"{rep.trace['n_events']:,}"] if wide else []),
             str(rep.signals.get("step_count")),
             _fmt_ms(rep.signals.get("step_time_ms")),
             _fmt_share(rep.signals.get("gpu_busy_share")),

@@ -71,7 +71,72 @@ class Device:
 
 @dataclass
 class Trace:
-    """A loaded trace. Build one with :func:`tracedoc.load`; see the module doc for columns."""
+    """A loaded trace: one pandas DataFrame per kind of event. Build one with :func:`tracedoc.load`.
+
+    Times are float64 **microseconds relative to the trace start** (``origin_us`` is the
+    absolute Kineto timestamp that was subtracted); ``end_us = ts_us + dur_us``. Every
+    frame exists (empty, with its columns, when the trace has no such events).
+
+    Frames and columns:
+
+    - ``ops`` -- CPU ops and annotations (``cpu_op``, ``user_annotation``,
+      ``python_function``): name, cat, pid, tid (str), ts_us, dur_us, end_us (µs),
+      external_id (float64, NaN when absent).
+    - ``runtime`` -- CUDA/HIP runtime and driver calls: name, cat, kind (launch | memcpy |
+      memset | sync | other), pid, tid, ts_us, dur_us, end_us (µs), correlation.
+    - ``kernels`` -- GPU kernels: name, device (int), stream (int), ts_us, dur_us, end_us
+      (µs), correlation, blocks_per_sm, warps_per_sm, occupancy_pct (%; NaN when not
+      recorded).
+    - ``memcpys`` -- GPU copies: name, copy_kind (HtoD, DtoH, DtoD, ...), src_memory,
+      dst_memory (Pageable, Pinned, Device, Host, unknown), device, stream, ts_us, dur_us,
+      end_us (µs), bytes (float64, NaN when absent), correlation.
+    - ``memsets`` -- GPU memsets: name, device, stream, ts_us, dur_us, end_us (µs), bytes,
+      correlation.
+    - ``syncs`` -- ``cuda_sync`` events: name, device, stream, ts_us, dur_us, end_us (µs),
+      correlation.
+    - ``memory`` -- ``[memory]`` instant events: ts_us (µs), device_type (0 CPU, 1 CUDA),
+      device_id, bytes (allocation delta), total_allocated_bytes, total_reserved_bytes
+      (bytes; NaN in traces that predate them).
+    - ``steps`` -- ``ProfilerStep#N`` annotations, by time: step (int), name, ts_us,
+      dur_us, end_us (µs). Empty when the trace has none.
+
+    Other attributes: ``path``; ``devices`` (:class:`Device` list); ``origin_us``;
+    ``span_us`` (first event start to last event end, µs); ``n_events``; ``metadata``
+    (the trace's top-level keys other than ``traceEvents``, e.g. ``distributedInfo``).
+
+    ``repr(trace)`` is one line; in a notebook the trace shows as a table of its frames.
+    """
+
+    def __repr__(self) -> str:
+        dev = self.primary_device()
+        gpu = f", {dev.name}" if dev else ", no GPU described"
+        if len(self.devices) > 1:
+            gpu += f" ({len(self.devices)} devices)"
+        n_steps = len(self.steps)
+        return (
+            f"<Trace {self.path}: {self.n_events:,} events, {self.span_us / 1000.0:,.1f} ms, "
+            f"{n_steps} step{'' if n_steps == 1 else 's'}, {len(self.kernels):,} kernels{gpu}>"
+        )
+
+    def _frame_rows(self) -> list[tuple[str, int, str]]:
+        names = ("ops", "runtime", "kernels", "memcpys", "memsets", "syncs", "memory", "steps")
+        return [(n, len(getattr(self, n)), ", ".join(map(str, getattr(self, n).columns))) for n in names]
+
+    def _repr_markdown_(self) -> str:
+        rows = "\n".join(f"| `{n}` | {k:,} | {c} |" for n, k, c in self._frame_rows())
+        return f"**{repr(self)[1:-1]}**\n\n| frame | rows | columns |\n|---|---|---|\n{rows}\n"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(
+            f"<tr><td><code>{n}</code></td><td>{k:,}</td><td>{html.escape(c)}</td></tr>"
+            for n, k, c in self._frame_rows()
+        )
+        return (
+            f"<p><b>{html.escape(repr(self)[1:-1])}</b></p><table><thead><tr><th>frame</th><th>rows</th>"
+            f"<th>columns</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
 
     path: str
     ops: pd.DataFrame

@@ -78,6 +78,36 @@ class Expr:
         else:
             raise RuleError(f"in {self.source!r}: {type(node).__name__} is not allowed in rule expressions")
 
+    def with_thresholds(self, thresholds: Mapping[str, float]) -> Expr:
+        """A copy of this expression with the constants compared with the named signals replaced.
+
+        ``Expr("dataloader_share > 0.05").with_thresholds({"dataloader_share": 0.10})`` is
+        ``dataloader_share > 0.1``. Every comparison of the signal with a number is rewritten
+        (it must be compared with exactly one number). This is how
+        ``[tool.tracedoc.thresholds]`` overrides a rule's threshold without editing its file.
+
+        Args:
+            thresholds: signal name -> new number (int or float, not bool).
+
+        Raises:
+            RuleError: a value that is not a number, or a signal that this expression never
+                compares with a number (the override would silently do nothing), or compares
+            with more than one (which bound to move would be a guess).
+        """
+        for name, value in thresholds.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise RuleError(f"threshold for {name!r} must be a number, not {type(value).__name__}")
+        tree = ast.parse(self.source.strip(), mode="eval")
+        rewriter = _ThresholdRewriter(thresholds)
+        tree = ast.fix_missing_locations(rewriter.visit(tree))
+        twice = sorted(n for n, k in rewriter.done.items() if k > 1)
+        if twice:
+            raise RuleError(f"{', '.join(twice)} is compared with more than one number in {self.source!r}")
+        missing = sorted(set(thresholds) - set(rewriter.done))
+        if missing:
+            raise RuleError(f"{', '.join(missing)} is not compared with a number in {self.source!r}")
+        return Expr(ast.unparse(tree))
+
     def evaluate(self, values: Mapping[str, Any]) -> Any:
         """Evaluate with ``values`` (signal name -> value).
 
@@ -126,3 +156,30 @@ class Expr:
         if isinstance(node, ast.Call):
             return _FUNCS[node.func.id](*(self._eval(a, v) for a in node.args))  # type: ignore[attr-defined]
         raise RuleError(f"cannot evaluate {type(node).__name__}")  # unreachable after _check
+
+
+def _is_number(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+
+
+class _ThresholdRewriter(ast.NodeTransformer):
+    """Replace the number compared with a signal, in ``signal OP number`` or
+    ``number OP signal`` (also inside chained comparisons)."""
+
+    def __init__(self, new: Mapping[str, float]) -> None:
+        self.new = new
+        self.done: dict[str, int] = {}
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        operands = [node.left, *node.comparators]
+        for i, operand in enumerate(operands):
+            if isinstance(operand, ast.Name) and operand.id in self.new:
+                for j in (i - 1, i + 1):
+                    if 0 <= j < len(operands) and _is_number(operands[j]):
+                        operands[j] = ast.Constant(self.new[operand.id])
+                        self.done[operand.id] = self.done.get(operand.id, 0) + 1
+        node.left, node.comparators = operands[0], operands[1:]
+        return node

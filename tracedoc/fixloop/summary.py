@@ -190,10 +190,20 @@ def render_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_table(summary: dict[str, Any]) -> Table:
-    """The summary as a rich :class:`~rich.table.Table` (trace text escaped)."""
+def render_table(summary: dict[str, Any], width: int | None = None) -> Table:
+    """The summary as a rich :class:`~rich.table.Table` (trace text escaped).
+
+    Fits ``width`` columns (default: the terminal's, 80 when not a terminal): light column
+    rules, every column but "change" kept on one line (two-word headers stack), so numbers
+    and statuses are never cut; a long change wraps at its spaces, and a word of it too
+    long for the column is shortened in the middle (``samples_p…knob_name:``).
+    """
+    from rich import box
+    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from tracedoc.report.render import middle_ellipsis
 
     style = {
         "kept": "green",
@@ -205,12 +215,31 @@ def render_table(summary: dict[str, Any]) -> Table:
         "interrupted": "magenta",
     }
     table = Table(
-        title=f"tracedoc fix-loop: {escape(Path(summary['workload']).name)}", caption=escape(_final_line(summary))
+        title=f"tracedoc fix-loop: {escape(Path(summary['workload']).name)}",
+        caption=escape(_final_line(summary)),
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
     )
+    body = rows(summary)
+    heads = [c.replace(" ms", "\nms") if c in ("step ms", "predicted ms", "measured ms") else c for c in COLUMNS]
+    fixed = sum(
+        max(max(len(h) for h in heads[j].split("\n")), *(len(r[j]) for r in body)) if body else len(heads[j])
+        for j in range(len(COLUMNS))
+        if COLUMNS[j] != "change"
+    )
+    change_w = max(14, (width or Console().width) - fixed - 2 * (len(COLUMNS) - 1) - 2)
     for col in COLUMNS:
-        table.add_column(col, justify="left" if col in ("change", "status") else "right")
-    for row in rows(summary):
+        table.add_column(
+            heads[COLUMNS.index(col)],
+            justify="left" if col in ("change", "status") else "right",
+            no_wrap=col != "change",
+            min_width=14 if col == "change" else None,
+            overflow="fold",
+        )
+    for row in body:
         status = row[5]
+        row[1] = " ".join(middle_ellipsis(w, change_w) for w in row[1].split(" "))
         row = [escape(c) for c in row]
         row[5] = f"[{style.get(status, '')}]{row[5]}[/]" if style.get(status) else row[5]
         table.add_row(*row)

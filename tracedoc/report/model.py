@@ -55,9 +55,24 @@ def summarize_trace(trace: Trace) -> dict[str, Any]:
     }
 
 
-@dataclass
+@dataclass(repr=False)
 class Report:
-    """Everything an analysis produced; render it with :mod:`tracedoc.report.render`."""
+    """Everything an analysis produced, as plain data.
+
+    Attributes:
+        trace: the trace summary (path, n_events, span_ms, has_steps, n_steps, rank,
+            device, devices).
+        signals: signal name -> value (units in ``units``; None when unavailable, the
+            reason in ``signals_unavailable``).
+        steps: per step, ms in each step-time breakdown category.
+        findings: :class:`~tracedoc.engine.rules.Finding` list, ranked by estimated saving
+            (ms per step), largest first.
+        skipped: rules that could not be evaluated on this trace, with the reason.
+        rules_evaluated: the codes of the selected rules.
+
+    ``print()`` shows the terminal report, ``plot()`` the step breakdown; in a notebook a
+    Report renders as HTML (``_repr_html_``) or Markdown; ``repr()`` is one line.
+    """
 
     trace: dict[str, Any]
     signals: dict[str, Any]
@@ -75,6 +90,51 @@ class Report:
     below_floor: list[Finding] = field(default_factory=list)
     #: caveats about the whole report (e.g. a window dominated by start-up work)
     notes: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        from tracedoc.report.render import summary_line
+
+        return f"<Report {self.trace.get('path')}: {summary_line(self)}>"
+
+    def print(self, console: Any = None, top: int | None = None, quiet: bool = False) -> None:
+        """Print the terminal report (the one ``tracedoc analyze`` prints).
+
+        Args:
+            console: a :class:`rich.console.Console` (default: a new one on stdout).
+            top: show only the first ``top`` findings.
+            quiet: print only the closing summary line.
+        """
+        from rich.console import Console
+
+        from tracedoc.report.render import ConsoleRenderer
+
+        ConsoleRenderer(console or Console(highlight=False), top=top, quiet=quiet).render(self)
+
+    def to_markdown(self) -> str:
+        """The Markdown report (``--format markdown``)."""
+        from tracedoc.report.render import MarkdownRenderer
+
+        return MarkdownRenderer().render(self)
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def _repr_html_(self) -> str:
+        """The findings as HTML for a notebook (no plots, so no plotly needed)."""
+        from tracedoc.report.html import findings_html
+
+        return findings_html(self)
+
+    def plot(self) -> Any:
+        """The step-time breakdown of every step as a stacked plotly bar chart (ms per
+        category and step). Needs the ``html`` extra (plotly).
+
+        Raises:
+            tracedoc.errors.TracedocError: plotly is not installed.
+        """
+        from tracedoc.report.html import step_breakdown_figure
+
+        return step_breakdown_figure(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned, JSON-safe form (see the module docstring)."""

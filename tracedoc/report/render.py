@@ -1,34 +1,121 @@
 """Renderers: a Report to the terminal (rich), JSON or Markdown. Selected by ``--format``.
 
+The other formats live beside this module: :mod:`tracedoc.report.github` (workflow
+annotations), :mod:`tracedoc.report.sarif` (SARIF 2.1.0) and :mod:`tracedoc.report.html`
+(one self-contained page). The helpers here (:func:`summary_line`, :func:`fix_text`,
+:func:`plural`, :func:`middle_ellipsis`) are shared by all of them, so every format says
+the same thing.
+
 Text taken from the trace (kernel and op names, paths) is escaped before rich sees
 it, so a kernel named ``[bold]`` prints as it is.
+
+Terminal layout rules (issue 11): nothing is wider than the console; a line only ever
+breaks at a space, never inside an identifier; names too long for their column are
+shortened with a middle ellipsis (``cudnn::det…engine<…>(…)``); a legend entry is never
+split; and the step-time bar draws each segment with its own glyph when there is no
+colour (``NO_COLOR``, a pipe, CI), so it still reads.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import orjson
 from rich.console import Console, Group
 from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from tracedoc.report.model import Report
 
-BREAKDOWN = (  # signal, label, colour
-    ("kernel_share", "kernel", "green"),
-    ("communication_share", "comm", "bright_green"),
-    ("memcpy_share", "memcpy", "blue"),
-    ("memset_share", "memset", "cyan"),
-    ("runtime_share", "runtime", "magenta"),
-    ("dataloader_share", "DataLoader", "red"),
-    ("cpu_exec_share", "CPU exec", "yellow"),
-    ("other_share", "other", "white"),
+BREAKDOWN = (  # signal, label, colour, glyph without colour
+    ("kernel_share", "kernel", "green", "█"),
+    ("communication_share", "comm", "bright_green", "≈"),
+    ("memcpy_share", "memcpy", "blue", "▓"),
+    ("memset_share", "memset", "cyan", "▒"),
+    ("runtime_share", "runtime", "magenta", "░"),
+    ("dataloader_share", "DataLoader", "red", "D"),
+    ("cpu_exec_share", "CPU exec", "yellow", "c"),
+    ("other_share", "other", "white", "·"),
 )
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 SAFETY_STYLE = {"safe": "green", "unsafe": "yellow", "display-only": "dim"}
+SEVERITIES_DESC = ("error", "warning", "info")
+
+#: How findings are ordered (``tracedoc.engine.rank_findings``); every format states it.
+ORDER_NOTE = "ranked by estimated saving per step, largest first (then severity)"
+
+#: Evidence table columns that hold trace names (shortened, middle ellipsis).
+NAME_COLUMNS = ("kernel", "op", "copy", "name")
+
+
+def plural(n: int, word: str, plural_word: str | None = None) -> str:
+    """``"1 trace"``, ``"2 traces"``: the count and the word, pluralised (``plural_word``
+    when the plural is not ``word + "s"``)."""
+    return f"{n} {word if n == 1 else (plural_word or word + 's')}"
+
+
+def middle_ellipsis(text: str, width: int) -> str:
+    """``text`` shortened to at most ``width`` characters by replacing its middle with ``…``.
+
+    The end of a kernel name (its template and parameter list) tells kernels apart as much
+    as its start, so both ends are kept; the head gets the extra character. ``width < 1``
+    gives ``""``.
+    """
+    if len(text) <= width:
+        return text
+    if width < 1:
+        return ""
+    if width == 1:
+        return "…"
+    head = (width - 1 + 1) // 2
+    tail = width - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
+
+
+def short_name(name: str, limit: int = 70) -> str:
+    """A kernel/op name for the terminal: no ``void``, template arguments and parameter
+    lists collapsed to ``<…>``/``(…)``, at most ``limit`` characters (middle ellipsis).
+    JSON, SARIF and HTML keep full names."""
+    n = name[5:] if name.startswith("void ") else name
+    out, depth = [], 0
+    for ch in n:
+        if ch in "<(":
+            if depth == 0:
+                out.append(ch + "…" + (">" if ch == "<" else ")"))
+            depth += 1
+        elif ch in ">)":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            out.append(ch)
+    return middle_ellipsis("".join(out), limit)
+
+
+_VENDOR_TWICE = re.compile(r"\b(AMD|NVIDIA|Intel)\s+\1\b", re.IGNORECASE)
+
+
+def dedupe_vendor(text: str) -> str:
+    """Collapse a doubled vendor (``"AMD AMD Radeon Graphics"`` -> ``"AMD Radeon Graphics"``);
+    some messages put the vendor in front of a device name that already starts with it."""
+    return _VENDOR_TWICE.sub(r"\1", text)
+
+
+def device_label(dev: dict[str, Any] | None) -> str:
+    """The primary device as a reader wants it: ``"Tesla V100-DGXS-32GB (31.74 GiB)"``.
+
+    The marketing name already carries the vendor where it matters, so it is shown as
+    the trace gives it (a doubled vendor collapsed): a ROCm device never reads
+    ``AMD AMD Radeon Graphics``. ``"no GPU described"`` for None.
+    """
+    if not dev:
+        return "no GPU described"
+    name = str(dev.get("name") or "unnamed GPU")
+    mem = dev.get("total_memory_bytes")
+    return dedupe_vendor(name) + (f" ({mem / 2**30:.2f} GiB)" if mem else "")
 
 
 def _fmt(v: Any) -> str:
@@ -41,24 +128,6 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def short_name(name: str, limit: int = 70) -> str:
-    """A kernel/op name for the terminal: no ``void``, template arguments and parameter
-    lists collapsed to ``<…>``/``(…)``, at most ``limit`` characters. JSON keeps full names."""
-    n = name[5:] if name.startswith("void ") else name
-    out, depth = [], 0
-    for ch in n:
-        if ch in "<(":
-            if depth == 0:
-                out.append(ch + "…" + (">" if ch == "<" else ")"))
-            depth += 1
-        elif ch in ">)":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            out.append(ch)
-    n = "".join(out)
-    return n if len(n) <= limit else n[: limit - 1] + "…"
-
-
 def ledger_line(led: dict[str, float]) -> str:
     """One device's idle ledger on one line: total, then each non-zero cause, largest first (ms per step)."""
     total = sum(led.values())
@@ -66,12 +135,109 @@ def ledger_line(led: dict[str, float]) -> str:
     return f"{total:.1f} ms/step = " + (" + ".join(parts) if parts else "0")
 
 
-def _fmt_evidence(name: str, v: Any) -> str:
+def fmt_evidence(name: str, v: Any) -> str:
+    """An evidence value for reading: ``_share`` as a percentage, bytes with separators."""
     if isinstance(v, float) and name.endswith("_share"):
         return f"{v:.1%}"
-    if isinstance(v, (int, float)) and (name.endswith("_bytes") or name.endswith("bytes_per_step")):
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and "bytes" in name:
         return f"{v:,.0f} B"
     return _fmt(v)
+
+
+_fmt_evidence = fmt_evidence  # the name earlier callers used
+
+
+def column_label(col: str) -> str:
+    """An evidence-table header for reading: ``ms_per_step`` -> ``ms/step``."""
+    return col.replace("_per_", "/")
+
+
+def suggested_num_workers(evidence: dict[str, Any]) -> tuple[int, float, float] | None:
+    """A concrete ``num_workers`` for the TD101 fix, from the trace's own timings.
+
+    With ``num_workers=0`` the main process spends ``dataloader_ms`` per step building a
+    batch, and the rest of the step (``compute_ms = step_time_ms - dataloader_ms``) is the
+    work that batch feeds. ``N`` workers building batches in parallel produce ``N`` batches
+    per ``dataloader_ms``; the loop consumes one per ``compute_ms`` once loading is hidden,
+    so ``N >= dataloader_ms / compute_ms`` keeps up (the throughput balance PyTorch's
+    DataLoader docs describe in words); one more worker absorbs jitter.
+
+    Returns ``(N, dataloader_ms, compute_ms)``, or None when the evidence lacks the two
+    timings or the step has no other work (then the fix keeps its search advice).
+    """
+    dl, step = evidence.get("dataloader_ms"), evidence.get("step_time_ms")
+    if not isinstance(dl, (int, float)) or not isinstance(step, (int, float)) or dl <= 0:
+        return None
+    compute = float(step) - float(dl)
+    if compute <= 0 or not math.isfinite(compute):
+        return None
+    return math.ceil(dl / compute) + 1, float(dl), compute
+
+
+def fix_text(finding: Any) -> str:
+    """The fix summary of a finding, made concrete where the trace allows.
+
+    TD101 (dataloader-stall): the rule's generic "N searched up to the CPU count" becomes a
+    number from :func:`suggested_num_workers`. Every other fix is the rule's text.
+    """
+    text = finding.fix.summary
+    if finding.code == "TD101":
+        n = suggested_num_workers(finding.evidence)
+        if n is not None:
+            workers, dl, compute = n
+            text = (
+                f"Load batches in worker processes: DataLoader(num_workers={workers}, persistent_workers=True). "
+                f"A batch takes {dl:.1f} ms to build and the rest of the step {compute:.1f} ms, so "
+                f"{math.ceil(dl / compute)} worker keeps up and one more absorbs jitter; "
+                "raise N while throughput improves."
+            )
+    return text
+
+
+def severity_counts(findings: list[Any]) -> dict[str, int]:
+    """``{"error": n, "warning": n, "info": n}`` over ``findings``."""
+    counts = dict.fromkeys(SEVERITIES_DESC, 0)
+    for f in findings:
+        counts[f.severity] = counts.get(f.severity, 0) + 1
+    return counts
+
+
+def recoverable_ms(report: Report) -> float:
+    """The sum of the findings' estimated savings, ms per step, capped at the step time
+    (findings claim disjoint slices of the step: DESIGN.md, "the idle ledger")."""
+    total = sum(f.estimated_saving_ms or 0.0 for f in report.findings)
+    step = report.signals.get("step_time_ms")
+    return min(total, step) if isinstance(step, (int, float)) and step > 0 else total
+
+
+def summary_line(report: Report, width: int | None = None) -> str:
+    """The closing line of every format, e.g.
+    ``4 findings (1 error, 2 warnings, 1 info); ~99.6 ms of a 177.6 ms step (56%) recoverable``.
+
+    With ``width`` (a terminal's columns) a line that would not fit says the same more
+    briefly (``...; ~99.6 ms/step (56%) recoverable``) so it stays one line."""
+    n = len(report.findings)
+    if not n:
+        out = "No findings"
+    else:
+        c = severity_counts(report.findings)
+        parts = [
+            plural(c["error"], "error"),
+            plural(c["warning"], "warning"),
+            f"{c['info']} info",
+        ]
+        parts = [p for p, k in zip(parts, SEVERITIES_DESC, strict=True) if c[k]]
+        out = f"{plural(n, 'finding')} ({', '.join(parts)})"
+        saved = recoverable_ms(report)
+        step = report.signals.get("step_time_ms")
+        if any(f.estimated_saving_ms is not None for f in report.findings):
+            if isinstance(step, (int, float)) and step > 0:
+                full = f"{out}; ~{saved:.1f} ms of a {step:.1f} ms step ({saved / step:.0%}) recoverable"
+                brief = f"{out}; ~{saved:.1f} ms/step ({saved / step:.0%}) recoverable"
+                out = full if width is None or len(full) <= width else brief
+            else:
+                out += f"; ~{saved:.1f} ms per step recoverable"
+    return out
 
 
 class JsonRenderer:
@@ -79,136 +245,257 @@ class JsonRenderer:
     one document on stdout."""
 
     def render(self, report: Report) -> str:
+        """The JSON text (2-space indent, numpy numbers serialised)."""
         return orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
+def _md_cell(v: Any) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(rows: list[dict[str, Any]], name_limit: int | None = None) -> list[str]:
+    """A list of dict rows as GitHub-flavoured Markdown table lines (pipes escaped)."""
+    cols = list(rows[0])
+    out = ["| " + " | ".join(_md_cell(column_label(c)) for c in cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c)
+            if c in NAME_COLUMNS and v is not None:
+                text = short_name(str(v), name_limit) if name_limit is not None and c == "kernel" else str(v)
+                cells.append("`" + _md_cell(text) + "`")
+            else:
+                cells.append(_md_cell(fmt_evidence(c, v)))
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
 class MarkdownRenderer:
-    """A Markdown summary: trace, breakdown table, findings with fixes."""
+    """A Markdown report: trace, breakdown table, findings with evidence (tables too) and
+    fixes, skipped rules, the closing summary line."""
 
     def render(self, report: Report) -> str:
+        """The Markdown text, ending in a newline."""
         t, s = report.trace, report.signals
-        dev = t["device"]["name"] if t["device"] else "no GPU described"
         lines = [
             f"# tracedoc report: `{t['path']}`",
             "",
-            f"- device: {dev}",
-            f"- steps: {s.get('step_count')} averaged (of {t['n_steps']}), step time {_fmt(s.get('step_time_ms'))} ms",
-            "",
-            "| category | share of step |",
-            "|---|---|",
+            f"- device: {device_label(t['device'])}",
+            f"- events: {t['n_events']:,}",
         ]
-        for key, label, _ in BREAKDOWN:
+        if t["has_steps"]:
+            lines.append(
+                f"- steps: {s.get('step_count')} of {t['n_steps']} ProfilerSteps averaged, "
+                f"step time {_fmt(s.get('step_time_ms'))} ms"
+            )
+        else:
+            lines.append(f"- no ProfilerStep annotations: the whole trace ({t['span_ms']:.1f} ms) is one window")
+        lines += ["", "## Step-time breakdown", "", "| category | share of step |", "|---|---|"]
+        for key, label, _, _ in BREAKDOWN:
             v = s.get(key)
             lines.append(f"| {label} | {'n/a' if v is None else f'{v:.1%}'} |")
         for dev, led in report.idle_ledger.items():
             lines += ["", f"GPU idle on `{dev}`: {ledger_line(led)}"]
         for note in report.notes:
             lines += ["", f"> **Note:** {note}"]
-        lines += ["", "## Findings", ""]
+        if report.steps:
+            lines += ["", "Per step (ms):", ""] + md_table(report.steps)
+        lines += ["", "## Findings", "", f"Findings are {ORDER_NOTE}.", ""]
         if not report.findings:
             lines.append("No findings.")
         for i, f in enumerate(report.findings, 1):
             saving = "n/a" if f.estimated_saving_ms is None else f"{f.estimated_saving_ms:.1f} ms/step"
-            lines += [
-                f"### {i}. {f.code} `{f.name}` ({f.severity}, est. saving {saving})",
-                "",
-                f.message,
-                "",
-                f"**Fix** ({f.fix.safety}): {f.fix.summary}",
-                "",
-            ]
+            lines += [f"### {i}. {f.code} `{f.name}` ({f.severity}, est. saving {saving})", "", f.message, ""]
+            scalars = {k: v for k, v in f.evidence.items() if not isinstance(v, list)}
+            if scalars:
+                lines += ["Evidence:", ""]
+                lines += [f"- `{k}` = {fmt_evidence(k, v)}" for k, v in scalars.items()]
+                lines.append("")
+            for k, rows in f.evidence.items():
+                if isinstance(rows, list) and rows and isinstance(rows[0], dict):
+                    lines += [f"`{k}`:", ""] + md_table(rows, name_limit=100) + [""]
+            if f.saving_basis:
+                lines += [f"Saving estimate: {f.saving_basis}", ""]
+            lines += [f"**Fix** ({f.fix.safety}): {fix_text(f)}", ""]
         if report.skipped:
             lines += ["## Skipped rules", ""]
-            lines += [f"- {k.code} `{k.name}`: {k.reason}" for k in report.skipped]
+            lines += [f"- {k.code} `{k.name}`: {dedupe_vendor(k.reason)}" for k in report.skipped]
+            lines.append("")
+        lines += ["---", "", f"**{summary_line(report)}**"]
         return "\n".join(lines) + "\n"
 
 
-class ConsoleRenderer:
-    """The human report: header, step-time breakdown bar, ranked findings, skipped rules."""
+def _pack(items: list[Text], width: int, indent: int = 2, sep: str = "  ") -> list[Text]:
+    """Lay out unbreakable pieces on lines of at most ``width`` cells: a piece moves whole to
+    the next line rather than being split (a legend entry keeps its label and number)."""
+    lines: list[Text] = []
+    cur = Text(" " * indent)
+    used = indent
+    for it in items:
+        w = it.cell_len
+        if used > indent and used + len(sep) + w > width:
+            lines.append(cur)
+            cur, used = Text(" " * indent), indent
+        if used > indent:
+            cur.append(sep)
+            used += len(sep)
+        cur.append_text(it)
+        used += w
+    lines.append(cur)
+    for ln in lines:
+        ln.no_wrap = True
+        ln.overflow = "ellipsis"
+    return lines
 
-    def __init__(self, console: Console) -> None:
+
+class ConsoleRenderer:
+    """The human report: header, step-time breakdown bar, ranked findings, skipped rules,
+    and a closing summary line (:func:`summary_line`).
+
+    Args:
+        console: where to print; its ``width`` sets the layout (80 and up are clean; see
+            the module docstring) and its colour system decides between coloured and
+            glyph-per-segment bars.
+        top: show only the first ``top`` findings (None: all); the summary line still
+            counts all of them.
+        quiet: print the summary line only.
+    """
+
+    def __init__(self, console: Console, top: int | None = None, quiet: bool = False) -> None:
         self.console = console
+        self.top = top
+        self.quiet = quiet
+
+    @property
+    def _colour(self) -> bool:
+        return self.console.color_system is not None and not self.console.no_color
 
     def render(self, report: Report) -> None:
+        """Print the report to the console."""
         c = self.console
+        if self.quiet:
+            c.print(Text(summary_line(report, c.width)))
+            return
+        w = c.width
         t, s = report.trace, report.signals
-        dev = t["device"]
-        dev_txt = (
-            f"{escape(dev['name'])} ({_fmt((dev['total_memory_bytes'] or 0) / 2**30)} GiB"
-            + (f", {escape(t['primary_device'])}" if t.get("primary_device") else "")
-            + ")"
-            if dev
-            else "no GPU described"
-        )
         if t["has_steps"]:
-            steps_txt = (
-                f"{s.get('step_count')} of {t['n_steps']} ProfilerSteps averaged, "
-                f"step time [bold]{s['step_time_ms']:.2f} ms[/]"
-            )
+            steps_txt = [
+                Text(f"{s.get('step_count')} of {plural(t['n_steps'], 'ProfilerStep')} averaged,"),
+                Text.assemble("step time ", (f"{s['step_time_ms']:.2f} ms", "bold"))
+                if s.get("step_time_ms") is not None
+                else Text("no step time"),
+            ]
         else:
-            steps_txt = f"no ProfilerStep annotations: the whole trace ({t['span_ms']:.1f} ms) is one window"
-        c.print(f"[bold]tracedoc[/] {escape(t['path'])}")
-        c.print(
-            f"  device: {dev_txt}   events: {t['n_events']:,}"
-            + (f"   rank: {t['rank']}" if t["rank"] is not None else "")
-        )
-        c.print(f"  {steps_txt}")
-        c.print(self._bar(s))
+            steps_txt = [Text(f"no ProfilerStep annotations: the whole trace ({t['span_ms']:.1f} ms) is one window")]
+        c.print(Text.assemble(("tracedoc ", "bold"), middle_ellipsis(str(t["path"]), max(w - 9, 10))))
+        head = [Text(f"device: {device_label(t['device'])}"), Text(f"events: {t['n_events']:,}")]
+        if t["rank"] is not None:
+            head.append(Text(f"rank: {t['rank']}"))
+        for ln in _pack(head, w, sep="   "):
+            c.print(ln)
+        c.print(Text("  ") + Text(" ").join(steps_txt))
+        c.print(self._bar(s, w))
         for dev, led in report.idle_ledger.items():
-            c.print(f"  [bold]GPU idle ({escape(dev)})[/] {escape(ledger_line(led))}")
+            total = sum(led.values())
+            causes = [
+                Text(f"{k.replace('_', ' ')} {v:.1f}")
+                for k, v in sorted(led.items(), key=lambda kv: -kv[1])
+                if v >= 0.05
+            ]
+            head = Text(f"GPU idle ({dev}) {total:.1f} ms/step = ", style="bold")
+            parts = [head + causes[0], *causes[1:]] if causes else [head]
+            for ln in _pack(parts, w, sep=" · "):
+                c.print(ln)
         for note in report.notes:
-            c.print(f"  [yellow]note:[/] {escape(note)}")
+            c.print(Text("  ") + Text("note: ", style="yellow") + Text(note))
+        shown = report.findings if self.top is None else report.findings[: self.top]
         if not report.findings:
-            c.print("\n[green]No findings.[/]")
-        for i, f in enumerate(report.findings, 1):
-            c.print(self._finding(i, f))
+            c.print(Text("\nNo findings.", style="green"))
+        else:
+            c.print(Text(f"\n{plural(len(report.findings), 'finding')}, {ORDER_NOTE}:", style="bold"))
+        for i, f in enumerate(shown, 1):
+            c.print(self._finding(i, f, w))
+        if len(shown) < len(report.findings):
+            rest = len(report.findings) - len(shown)
+            c.print(Text(f"  … {plural(rest, 'more finding')} not shown (--top {self.top})", style="dim"))
         if report.below_floor:
             names = ", ".join(f"{f.code} ({f.estimated_saving_ms:.2f} ms)" for f in report.below_floor)
-            c.print(f"\n[dim]Below the saving floor (not listed): {escape(names)}[/]")
+            c.print(Text(f"  below the saving floor, not listed: {names}", style="dim"))
         if report.skipped:
-            c.print("\n[dim]Skipped rules:[/]")
+            c.print(Text("\nSkipped rules:", style="dim"))
             for k in report.skipped:
-                c.print(f"  [dim]{k.code} {k.name}: {escape(k.reason)}[/]")
+                c.print(Padding(Text(f"{k.code} {k.name}: {dedupe_vendor(k.reason)}", style="dim"), (0, 0, 0, 2)))
+        c.print()
+        c.print(Text(summary_line(report, w), style="bold"))
 
-    def _bar(self, s: dict[str, Any], width: int = 50) -> Group:
+    def _bar(self, s: dict[str, Any], width: int) -> Group:
+        bar_w = max(10, min(50, width - 4))
         bar = Text("  ")
-        legend = Text("  ")
+        entries: list[Text] = []
         cum, drawn = 0.0, 0
-        for key, label, colour in BREAKDOWN:
+        colour = self._colour
+        for key, label, style, glyph in BREAKDOWN:
             v = s.get(key) or 0.0
             cum += v
-            n = int(round(cum * width)) - drawn  # cumulative rounding: the bar is exactly `width`
+            n = int(round(cum * bar_w)) - drawn  # cumulative rounding: the bar is exactly `bar_w`
             drawn += n
-            bar.append("█" * n, style=colour)
+            g = "█" if colour else glyph
+            bar.append(g * n, style=style if colour else "")
             if v >= 0.0005:
-                legend.append("■ ", style=colour)
-                legend.append(f"{label} {v:.1%}  ")
-        return Group(Text("\n  step-time breakdown", style="bold"), bar, legend)
+                entries.append(Text.assemble(("■" if colour else glyph, style if colour else ""), f" {label} {v:.1%}"))
+        bar.no_wrap = True
+        return Group(Text("\n  step-time breakdown", style="bold"), bar, *_pack(entries, width))
 
-    def _finding(self, i: int, f) -> Panel:
+    def _table(self, key: str, rows: list[dict[str, Any]], avail: int) -> Table:
+        cols = list(rows[0])
+        headers = [column_label(c) for c in cols]
+        cells = [
+            [
+                (short_name(str(r.get(c)), 200) if c == "kernel" else str(r.get(c)))
+                if c in NAME_COLUMNS
+                else fmt_evidence(c, r.get(c))
+                for c in cols
+            ]
+            for r in rows
+        ]
+        widths = [max(len(headers[j]), *(len(row[j]) for row in cells)) for j in range(len(cols))]
+        seps = 3 * (len(cols) - 1)
+        name_idx = [j for j, c in enumerate(cols) if c in NAME_COLUMNS]
+        fixed = sum(widths[j] for j in range(len(cols)) if j not in name_idx)
+        budget = avail - fixed - seps
+        if name_idx:  # share what is left between the name columns; a short one gives the rest away
+            need = sorted(name_idx, key=lambda j: widths[j])
+            for k, j in enumerate(need):
+                share = max(budget // (len(need) - k), len(headers[j]), 6)
+                widths[j] = min(widths[j], share)
+                budget -= widths[j]
+            for row in cells:
+                for j in name_idx:
+                    row[j] = middle_ellipsis(row[j], widths[j])
+        table = Table(title=key, title_justify="left", show_edge=False, pad_edge=False, expand=False)
+        for j, h in enumerate(headers):
+            table.add_column(h, no_wrap=True, overflow="ellipsis", max_width=widths[j])
+        for row in cells:
+            table.add_row(*(escape(x) for x in row))
+        return table
+
+    def _finding(self, i: int, f, width: int) -> Panel:
         saving = "n/a" if f.estimated_saving_ms is None else f"~{f.estimated_saving_ms:.1f} ms/step"
-        title = (
-            f"[bold]#{i}[/] [{SEVERITY_STYLE[f.severity]}]{f.severity}[/] "
-            f"[bold]{f.code} {f.name}[/]  est. saving [bold]{saving}[/]"
+        title = Text.assemble(
+            (f"#{i} ", "bold"),
+            (f.severity, SEVERITY_STYLE[f.severity]),
+            (f" {f.code} {f.name}", "bold"),
+            f" · saving {saving}",
         )
+        inner = width - 4  # border and padding
         parts: list[Any] = [Text(f.message)]
         scalars = {k: v for k, v in f.evidence.items() if not isinstance(v, list)}
         if scalars:
             parts.append(
-                Text("evidence: " + ", ".join(f"{k}={_fmt_evidence(k, v)}" for k, v in scalars.items()), style="dim")
+                Text("evidence: " + ", ".join(f"{k}={fmt_evidence(k, v)}" for k, v in scalars.items()), style="dim")
             )
         for k, rows in f.evidence.items():
-            if isinstance(rows, list) and rows:
-                table = Table(title=k, title_justify="left", show_edge=False, pad_edge=False, expand=False)
-                for col in rows[0]:
-                    table.add_column(col, overflow="fold")
-                for r in rows:
-                    table.add_row(
-                        *(
-                            escape(short_name(str(r.get(col))) if col in ("kernel", "op") else _fmt(r.get(col)))
-                            for col in rows[0]
-                        )
-                    )
-                parts.append(table)
-        parts.append(Text.assemble(("fix ", "bold"), (f"[{f.fix.safety}] ", SAFETY_STYLE[f.fix.safety]), f.fix.summary))
+            if isinstance(rows, list) and rows and isinstance(rows[0], dict):
+                parts.append(self._table(k, rows, inner))
+        parts.append(Text.assemble(("fix ", "bold"), (f"[{f.fix.safety}] ", SAFETY_STYLE[f.fix.safety]), fix_text(f)))
         return Panel(Group(*parts), title=title, title_align="left", border_style=SEVERITY_STYLE[f.severity])

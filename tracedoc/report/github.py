@@ -1,0 +1,55 @@
+"""``--format github``: GitHub Actions workflow commands, one annotation per finding.
+
+Each finding becomes ``::error``, ``::warning`` or ``::notice`` (for ``info``) with the
+trace as ``file`` and the rule as ``title``; the message holds the finding, its saving
+and the fix. Escaping follows GitHub's ``@actions/core`` toolkit (the documented
+workflow-command encoding): in the message ``%``, CR and LF become ``%25``, ``%0D``,
+``%0A``; in a property value ``:`` and ``,`` also become ``%3A`` and ``%2C``. A skipped
+rule is a ``::notice``; the last line is the plain summary line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracedoc.report.render import dedupe_vendor, fix_text, summary_line
+
+LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def escape_data(text: str) -> str:
+    """Escape a workflow-command message."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a workflow-command property value (``file=``, ``title=``)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(level: str, message: str, **props: str) -> str:
+    """One workflow command line: ``::level k=v,k=v::message`` (escaped)."""
+    p = ",".join(f"{k}={escape_property(v)}" for k, v in props.items())
+    return f"::{level}{' ' + p if p else ''}::{escape_data(message)}"
+
+
+class GithubRenderer:
+    """Findings of a :class:`~tracedoc.report.model.Report` as workflow annotations."""
+
+    def lines(self, report: Any, path: str | None = None) -> list[str]:
+        """The annotation lines of one report (``path`` overrides the trace path)."""
+        file = path or report.trace["path"]
+        out = []
+        for f in report.findings:
+            saving = "" if f.estimated_saving_ms is None else f" (~{f.estimated_saving_ms:.1f} ms/step)"
+            msg = f"{f.message}\nFix [{f.fix.safety}]: {fix_text(f)}"
+            out.append(annotation(LEVEL[f.severity], msg, file=file, title=f"{f.code} {f.name}{saving}"))
+        for k in report.skipped:
+            out.append(
+                annotation("notice", f"skipped: {dedupe_vendor(k.reason)}", file=file, title=f"{k.code} {k.name}")
+            )
+        return out
+
+    def render(self, report: Any) -> str:
+        """The annotations and the summary line, newline-terminated."""
+        return "\n".join([*self.lines(report), summary_line(report)]) + "\n"

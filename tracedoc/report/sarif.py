@@ -1,0 +1,125 @@
+"""``--format sarif``: the report as a SARIF 2.1.0 log (OASIS Static Analysis Results
+Interchange Format, https://docs.oasis-open.org/sarif/sarif/v2.1.0/), for code-scanning
+dashboards.
+
+One run; ``tool.driver.rules`` describes every evaluated rule (id = code, name, summary,
+fix as help, default level); each finding is a ``result`` on the trace file with level
+``error``/``warning``/``note`` (``info`` is SARIF's ``note``) and its saving, evidence and
+fix in ``properties``. Rules that were skipped are ``toolExecutionNotifications`` of the
+invocation, so a reader sees that the analysis was incomplete. The tests validate the
+output against the official schema (``fixtures/sarif-schema-2.1.0.json``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+
+from tracedoc import __version__
+from tracedoc.report.render import dedupe_vendor, fix_text
+
+LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def artifact_uri(path: str) -> str:
+    """A URI reference for a trace path: relative paths stay relative (percent-encoded),
+    absolute ones become ``file://`` URIs."""
+    p = Path(path)
+    return p.as_uri() if p.is_absolute() else quote(p.as_posix())
+
+
+def _rule_meta(codes: list[str]) -> dict[str, Any]:
+    try:
+        from tracedoc.engine.rules import builtin_rules
+
+        return {r.code: r for r in builtin_rules() if r.code in codes}
+    except Exception:  # descriptions are a nicety; a broken rule folder must not lose the log
+        return {}
+
+
+class SarifRenderer:
+    """A :class:`~tracedoc.report.model.Report` (or several, e.g. the ranks of a job) as
+    one SARIF 2.1.0 log."""
+
+    def to_dict(self, reports: list[Any], rules: list[Any] | None = None) -> dict[str, Any]:
+        """The SARIF log as a dict. ``rules``: Rule objects for descriptions (default: the
+        built-in ones; a code not found gets a minimal descriptor)."""
+        codes: list[str] = []
+        for rep in reports:
+            for c in [*rep.rules_evaluated, *(f.code for f in rep.findings), *(k.code for k in rep.skipped)]:
+                if c not in codes:
+                    codes.append(c)
+        meta = {r.code: r for r in rules} if rules is not None else _rule_meta(codes)
+        names = {}
+        for rep in reports:
+            names |= {f.code: f.name for f in rep.findings} | {k.code: k.name for k in rep.skipped}
+        descriptors = []
+        for c in codes:
+            r = meta.get(c)
+            d: dict[str, Any] = {"id": c, "name": r.name if r else names.get(c, c)}
+            if r is not None:
+                d["shortDescription"] = {"text": r.summary}
+                d["help"] = {"text": f"Fix [{r.fix.safety}]: {r.fix.summary}"}
+                d["defaultConfiguration"] = {"level": LEVEL[r.severity]}
+                d["properties"] = {"fix_safety": r.fix.safety, "condition": r.condition.source}
+            descriptors.append(d)
+        index = {c: i for i, c in enumerate(codes)}
+        results, notes, artifacts = [], [], []
+        for rep in reports:
+            uri = artifact_uri(rep.trace["path"])
+            artifacts.append({"location": {"uri": uri}})
+            loc = [{"physicalLocation": {"artifactLocation": {"uri": uri}}}]
+            for f in rep.findings:
+                results.append(
+                    {
+                        "ruleId": f.code,
+                        "ruleIndex": index[f.code],
+                        "level": LEVEL[f.severity],
+                        "message": {"text": f"{f.message} Fix [{f.fix.safety}]: {fix_text(f)}"},
+                        "locations": loc,
+                        "properties": {
+                            "estimated_saving_ms": f.estimated_saving_ms,
+                            "saving_basis": f.saving_basis,
+                            "evidence": f.evidence,
+                            "fix": {**f.fix.to_dict(), "text": fix_text(f)},
+                        },
+                    }
+                )
+            for k in rep.skipped:
+                notes.append(
+                    {
+                        "level": "warning",
+                        "message": {
+                            "text": f"{k.code} {k.name} skipped on {rep.trace['path']}: {dedupe_vendor(k.reason)}"
+                        },
+                        "associatedRule": {"id": k.code, "index": index[k.code]},
+                    }
+                )
+        return {
+            "$schema": SCHEMA_URI,
+            "version": "2.1.0",
+            "runs": [
+                {
+                    "tool": {
+                        "driver": {
+                            "name": "tracedoc",
+                            "version": __version__,
+                            "semanticVersion": __version__,
+                            "rules": descriptors,
+                        }
+                    },
+                    "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": notes}],
+                    "artifacts": artifacts,
+                    "results": results,
+                }
+            ],
+        }
+
+    def render(self, report: Any) -> str:
+        """The SARIF JSON text of one report (a multi-rank report: one artifact per rank)."""
+        reports = [r.report for r in report.ranks if r.report] if hasattr(report, "ranks") else [report]
+        return orjson.dumps(self.to_dict(reports), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
