@@ -74,7 +74,9 @@ def exit_code_for(findings, fail_on: str, exit_zero: bool) -> int:
 
 @app.command()
 def analyze(
-    trace: Path = typer.Argument(..., help="A trace (.json or .json.gz), or a directory of per-rank traces."),
+    trace: Path = typer.Argument(
+        ..., help="A trace (.json or .json.gz), a FIFO, '-' for standard input, or a directory of per-rank traces."
+    ),
     format: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
     fail_on: Level = typer.Option(Level.info, "--fail-on", help="Exit 1 when a finding has this severity or higher."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when there are findings."),
@@ -97,10 +99,27 @@ def analyze(
         metavar="PATH",
         help="Extra rule files (TOML) or folders of them, e.g. a CI budget; repeatable.",
     ),
+    max_trace_bytes: Optional[str] = typer.Option(
+        None,
+        "--max-trace-bytes",
+        metavar="SIZE",
+        help="Largest trace accepted, in JSON bytes after decompression, e.g. 16G "
+        "(default: $TRACEDOC_MAX_TRACE_BYTES or 8G).",
+    ),
 ) -> None:
     """Analyze a trace (or a directory of per-rank traces) and print ranked findings."""
+    from tracedoc.errors import display_path
     from tracedoc.progress import progress_for
 
+    max_bytes = None
+    if max_trace_bytes is not None:
+        from tracedoc.load.source import MAX_BYTES_ENV, parse_size
+
+        try:
+            max_bytes = parse_size(max_trace_bytes)
+        except ValueError as exc:
+            raise fail(f"--max-trace-bytes: {exc}") from None
+        os.environ[MAX_BYTES_ENV] = str(max_bytes)  # rank workers read it too
     try:
         with progress_for(trace, json_output=format is Format.json) as progress:
             if trace.is_dir():
@@ -122,7 +141,14 @@ def analyze(
                     from tracedoc.engine.rules import load_rules
 
                     extra = load_rules(list(rules))
-                loaded = load(trace, progress=progress)  # imports pandas while its workers decode
+                loaded = load(trace, progress=progress, max_bytes=max_bytes)  # imports pandas while workers decode
+                if loaded.dropped_events:
+                    parts = ", ".join(f"{n} with {why}" for why, n in loaded.dropped_events.items())
+                    err_console.print(
+                        f"tracedoc: warning: {escape(display_path(loaded.path))}: dropped impossible values: "
+                        f"{escape(parts)}",
+                        soft_wrap=True,
+                    )
                 from tracedoc.engine import analyze_trace
 
                 if progress:
@@ -132,28 +158,41 @@ def analyze(
     except TracedocError as exc:
         raise fail(str(exc), exc.exit_code) from None
     except MemoryError:
-        raise fail(f"{trace}: out of memory while analyzing") from None
+        raise fail(f"{display_path(trace)}: out of memory while analyzing") from None
+    except RecursionError:
+        raise fail(f"{display_path(trace)}: cannot analyze (nested too deeply)") from None
     except Exception as exc:  # never a traceback for a bad trace
         if os.environ.get("TRACEDOC_DEBUG"):
             raise
         raise fail(
-            f"{trace}: cannot analyze ({type(exc).__name__}: {exc}); set TRACEDOC_DEBUG=1 for a traceback"
+            f"{display_path(trace)}: cannot analyze ({type(exc).__name__}: {display_path(str(exc))[:300]}); "
+            "set TRACEDOC_DEBUG=1 for a traceback"
         ) from None
-    from tracedoc.report.render import ConsoleRenderer, JsonRenderer, MarkdownRenderer
+    try:  # a value no renderer can write must still end in one line, not a traceback
+        from tracedoc.report.render import ConsoleRenderer, JsonRenderer, MarkdownRenderer
 
-    if format is Format.json:  # a Report or a MultiRankReport: both have to_dict()
-        sys.stdout.write(JsonRenderer().render(report) + "\n")
-    elif trace.is_dir():
-        from tracedoc.ranks import render_markdown, render_text
+        if format is Format.json:  # a Report or a MultiRankReport: both have to_dict()
+            sys.stdout.write(JsonRenderer().render(report) + "\n")
+        elif trace.is_dir():
+            from tracedoc.ranks import render_markdown, render_text
 
-        if format is Format.markdown:
-            sys.stdout.write(render_markdown(report))
+            if format is Format.markdown:
+                sys.stdout.write(render_markdown(report))
+            else:
+                render_text(report, Console(highlight=False))
+        elif format is Format.markdown:
+            sys.stdout.write(MarkdownRenderer().render(report))
         else:
-            render_text(report, Console(highlight=False))
-    elif format is Format.markdown:
-        sys.stdout.write(MarkdownRenderer().render(report))
-    else:
-        ConsoleRenderer(Console(highlight=False)).render(report)
+            ConsoleRenderer(Console(highlight=False)).render(report)
+    except BrokenPipeError:
+        raise
+    except Exception as exc:
+        if os.environ.get("TRACEDOC_DEBUG"):
+            raise
+        raise fail(
+            f"{display_path(trace)}: cannot write the report ({type(exc).__name__}: {display_path(str(exc))[:300]}); "
+            "set TRACEDOC_DEBUG=1 for a traceback"
+        ) from None
     raise typer.Exit(exit_code_for(report.findings, fail_on.value, exit_zero))
 
 

@@ -29,9 +29,9 @@ from tracedoc.errors import TraceLoadError
 
 GZIP_MAGIC = b"\x1f\x8b"
 
-#: Default limit on a trace's JSON bytes (after gzip decompression): 8 GiB. Parsing needs
+#: Default limit on a trace's JSON bytes (after gzip decompression): 4 GiB. Parsing needs
 #: several times the JSON size in memory, so a larger trace would not fit a usual machine anyway.
-DEFAULT_MAX_TRACE_BYTES = 8 << 30
+DEFAULT_MAX_TRACE_BYTES = 4 << 30
 #: Environment variable that overrides :data:`DEFAULT_MAX_TRACE_BYTES` (bytes, or with a
 #: ``K``/``M``/``G``/``T`` suffix, powers of 1024).
 MAX_BYTES_ENV = "TRACEDOC_MAX_TRACE_BYTES"
@@ -142,14 +142,47 @@ def gzip_size_hint(path: str | os.PathLike[str]) -> int:
     return hint
 
 
-def _read_stream_bytes(fh: IO[bytes], limit: int, name: str) -> bytearray:
-    """Read a raw stream to its end, at most ``limit`` bytes (one more is read to detect excess)."""
-    buf = bytearray()
+_JSON_START = frozenset(b'{["-0123456789tfn')
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_SNIFF_BYTES = 64 << 10
+
+
+def _sniff(buf: bytes | bytearray, name: str) -> bool:
+    """Check the start of a trace as soon as there is one, so that a stream of zeros or
+    random bytes is refused after its first chunk rather than read up to the size limit.
+
+    Returns True once decided: a non-blank byte and 64 KiB seen (False before: call again
+    with more bytes).
+
+    Raises:
+        TraceLoadError: the first non-blank byte cannot start a JSON value, or the first
+            64 KiB hold a control byte JSON text never contains (RFC 8259: only tab, line
+            feed and carriage return, and only between tokens).
+    """
+    i = _BLANK.match(buf).end()
+    if i == len(buf):
+        return False
+    if buf[i] not in _JSON_START:
+        raise TraceLoadError(name, f"invalid JSON (starts with byte 0x{buf[i]:02x}; a trace starts with '{{')")
+    m = _CONTROL.search(buf, 0, _SNIFF_BYTES)
+    if m:
+        raise TraceLoadError(name, f"invalid JSON (control byte 0x{buf[m.start()]:02x} at byte {m.start()})")
+    return len(buf) >= _SNIFF_BYTES
+
+
+def _read_stream_bytes(fh: IO[bytes], limit: int, name: str, prefix: bytes = b"", sniffed: bool = False) -> bytearray:
+    """Read a raw stream to its end after ``prefix`` (bytes already read), at most ``limit``
+    bytes in all (one more is read to detect excess)."""
+    buf = bytearray(prefix)
     while True:
         chunk = fh.read(min(_READ, limit + 1 - len(buf)))
         if not chunk:
+            if not sniffed:
+                _sniff(buf, name)
             return buf
         buf += chunk
+        if not sniffed:
+            sniffed = _sniff(buf, name)
         if len(buf) > limit:
             raise _too_large(name, limit)
 
@@ -166,6 +199,7 @@ class _Gunzip:
         self.d: zlib._Decompress | None = zlib.decompressobj(31)
         self.pending = b""  # compressed bytes between members, before the next header is seen
         self.last_pct = -1
+        self.sniffed = False
 
     def feed(self, data: bytes) -> None:
         while data:
@@ -189,6 +223,8 @@ class _Gunzip:
                 self.out += chunk
                 if len(self.out) > self.limit:
                     raise _too_large(self.name, self.limit, " after gzip decompression")
+                if not self.sniffed:
+                    self.sniffed = _sniff(self.out, self.name)
                 self._report()
                 data = d.unconsumed_tail
                 if d.eof or (not data and len(chunk) < room):  # output not cut short: all consumed
@@ -200,6 +236,11 @@ class _Gunzip:
                 return
 
     def finish(self) -> bytearray:
+        if not self.sniffed:
+            _sniff(self.out, self.name)
+        return self._finish()
+
+    def _finish(self) -> bytearray:
         """The decompressed bytes once the input has ended.
 
         Raises:
@@ -249,6 +290,7 @@ def _read_open(
                 hint += 1 << 32
             fh.seek(2)
         return _gunzip_stream(fh, first, name, limit, progress, hint), True
+    sniffed = _sniff(first, name)
     if regular:
         if size > limit:
             raise _too_large(name, limit)
@@ -259,9 +301,7 @@ def _read_open(
                 pass
         fh.seek(0)
         return _read_stream_bytes(fh, limit, name), False  # bounded: the file may have grown since stat
-    rest = _read_stream_bytes(fh, limit - len(first), name)
-    rest[:0] = first
-    return rest, False
+    return _read_stream_bytes(fh, limit, name, prefix=first, sniffed=sniffed), False
 
 
 def read_trace_bytes(
@@ -276,7 +316,7 @@ def read_trace_bytes(
             input; gzip is detected from the first two bytes, whatever the name.
         progress: optional callback receiving short status lines while decompressing.
         max_bytes: limit on the JSON bytes (after decompression); default
-            :func:`max_trace_bytes` (``$TRACEDOC_MAX_TRACE_BYTES`` or 8 GiB).
+            :func:`max_trace_bytes` (``$TRACEDOC_MAX_TRACE_BYTES`` or 4 GiB).
 
     Returns:
         a writable buffer: a large plain regular file as a private (copy-on-write) memory
