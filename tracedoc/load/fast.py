@@ -210,6 +210,29 @@ def _span(raw: msgspec.Raw, data: Any) -> tuple[int, int]:
         return (start, start + len(rv))
 
 
+#: Nesting msgspec may decode or skip before the fast loader hands over. orjson (the
+#: reference parser) rejects documents nested deeper than 1024; msgspec's limit is Python's
+#: recursion limit, which a caller may have raised: keep it below 1024 while decoding.
+MSGSPEC_MAX_NESTING = 1000
+
+
+class _BoundedRecursion:
+    """Lower Python's recursion limit to the current depth + :data:`MSGSPEC_MAX_NESTING`
+    while msgspec decodes (never raise it), so that anything nested deeper than orjson
+    accepts fails here and goes to the reference loader."""
+
+    def __enter__(self) -> None:
+        depth, frame = 0, sys._getframe()
+        while frame is not None:
+            depth += 1
+            frame = frame.f_back
+        self.old = sys.getrecursionlimit()
+        sys.setrecursionlimit(min(self.old, depth + MSGSPEC_MAX_NESTING))
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.setrecursionlimit(self.old)
+
+
 def decode_document(
     data: Any, progress: Callable[[str], None] | None = None, span_out: list | None = None
 ) -> tuple[dict[str, Any], list[Event]]:
@@ -222,9 +245,17 @@ def decode_document(
 
     Raises:
         Fallback: invalid JSON (including what only the reference parser checks, see
-            :func:`reference_would_reject`), nesting deeper than msgspec's recursion limit,
+            :func:`reference_would_reject`), nesting deeper than :data:`MSGSPEC_MAX_NESTING`,
             an unexpected top level, or a field of an unexpected type.
     """
+    with _BoundedRecursion():
+        return _decode_document(data, progress, span_out)
+
+
+def _decode_document(
+    data: Any, progress: Callable[[str], None] | None = None, span_out: list | None = None
+) -> tuple[dict[str, Any], list[Event]]:
+    """The body of :func:`decode_document` (under bounded recursion)."""
     if reference_would_reject(data):
         raise Fallback
     try:
@@ -283,6 +314,14 @@ class _Memo(dict):
     def __missing__(self, key: Any) -> Any:
         value = self[key] = self.func(key)
         return value
+
+
+def _id_str(v: Any) -> str:
+    """``str`` of a pid or tid as the reference loader sees it: orjson reads an integer
+    outside ``[-2**63, 2**64 - 1]`` as a float, msgspec as an int."""
+    if type(v) is int and not -(1 << 63) <= v <= (1 << 64) - 1:
+        return str(float(v))
+    return str(v)
 
 
 def _obj(values: list) -> np.ndarray:
@@ -353,7 +392,7 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
         args = [e.args or _EMPTY_ARGS for e in sel]
         if kind in (KIND_OP, KIND_RUNTIME):
             cats = _obj(_mapped(canon_of_cat, _get("cat", sel)))
-            as_str = _Memo(str)
+            as_str = _Memo(_id_str)
             pid = _obj(_mapped(as_str, _get("pid", sel)))
             tid = _obj(_mapped(as_str, _get("tid", sel)))
         if kind == KIND_OP:
