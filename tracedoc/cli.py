@@ -104,7 +104,7 @@ def analyze(
         "--max-trace-bytes",
         metavar="SIZE",
         help="Largest trace accepted, in JSON bytes after decompression, e.g. 16G "
-        "(default: $TRACEDOC_MAX_TRACE_BYTES or 8G).",
+        "(default: $TRACEDOC_MAX_TRACE_BYTES or 4G).",
     ),
 ) -> None:
     """Analyze a trace (or a directory of per-rank traces) and print ranked findings."""
