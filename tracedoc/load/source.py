@@ -147,42 +147,53 @@ _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _SNIFF_BYTES = 64 << 10
 
 
-def _sniff(buf: bytes | bytearray, name: str) -> bool:
+class _Sniffer:
     """Check the start of a trace as soon as there is one, so that a stream of zeros or
     random bytes is refused after its first chunk rather than read up to the size limit.
 
-    Returns True once decided: a non-blank byte and 64 KiB seen (False before: call again
-    with more bytes).
-
-    Raises:
-        TraceLoadError: the first non-blank byte cannot start a JSON value, or the first
-            64 KiB hold a control byte JSON text never contains (RFC 8259: only tab, line
-            feed and carriage return, and only between tokens).
+    Call :meth:`check` with the bytes read so far, as they grow; each call scans only what
+    it has not seen (a stream of blanks costs one pass, not one per chunk).
     """
-    i = _BLANK.match(buf).end()
-    if i == len(buf):
-        return False
-    if buf[i] not in _JSON_START:
-        raise TraceLoadError(name, f"invalid JSON (starts with byte 0x{buf[i]:02x}; a trace starts with '{{')")
-    m = _CONTROL.search(buf, 0, _SNIFF_BYTES)
-    if m:
-        raise TraceLoadError(name, f"invalid JSON (control byte 0x{buf[m.start()]:02x} at byte {m.start()})")
-    return len(buf) >= _SNIFF_BYTES
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.pos = 0  # bytes before this are blanks
+        self.done = False
+
+    def check(self, buf: bytes | bytearray) -> None:
+        """Scan the bytes of ``buf`` not seen before.
+
+        Raises:
+            TraceLoadError: the first non-blank byte cannot start a JSON value, or the
+                64 KiB from there hold a control byte JSON text never contains (RFC 8259:
+                only tab, line feed and carriage return, and only between tokens).
+        """
+        if self.done:
+            return
+        i = _BLANK.match(buf, self.pos).end()
+        self.pos = i
+        if i == len(buf):
+            return
+        if buf[i] not in _JSON_START:
+            raise TraceLoadError(self.name, f"invalid JSON (starts with byte 0x{buf[i]:02x}; a trace starts with '{{')")
+        m = _CONTROL.search(buf, i, i + _SNIFF_BYTES)
+        if m:
+            raise TraceLoadError(self.name, f"invalid JSON (control byte 0x{buf[m.start()]:02x} at byte {m.start()})")
+        self.done = len(buf) >= i + _SNIFF_BYTES
 
 
-def _read_stream_bytes(fh: IO[bytes], limit: int, name: str, prefix: bytes = b"", sniffed: bool = False) -> bytearray:
+def _read_stream_bytes(fh: IO[bytes], limit: int, name: str, prefix: bytes = b"") -> bytearray:
     """Read a raw stream to its end after ``prefix`` (bytes already read), at most ``limit``
-    bytes in all (one more is read to detect excess)."""
+    bytes in all (one more is read to detect excess), refusing non-JSON early."""
     buf = bytearray(prefix)
+    sniffer = _Sniffer(name)
+    sniffer.check(buf)
     while True:
         chunk = fh.read(min(_READ, limit + 1 - len(buf)))
         if not chunk:
-            if not sniffed:
-                _sniff(buf, name)
             return buf
         buf += chunk
-        if not sniffed:
-            sniffed = _sniff(buf, name)
+        sniffer.check(buf)
         if len(buf) > limit:
             raise _too_large(name, limit)
 
@@ -199,7 +210,7 @@ class _Gunzip:
         self.d: zlib._Decompress | None = zlib.decompressobj(31)
         self.pending = b""  # compressed bytes between members, before the next header is seen
         self.last_pct = -1
-        self.sniffed = False
+        self.sniffer = _Sniffer(name)
 
     def feed(self, data: bytes) -> None:
         while data:
@@ -223,8 +234,7 @@ class _Gunzip:
                 self.out += chunk
                 if len(self.out) > self.limit:
                     raise _too_large(self.name, self.limit, " after gzip decompression")
-                if not self.sniffed:
-                    self.sniffed = _sniff(self.out, self.name)
+                self.sniffer.check(self.out)
                 self._report()
                 data = d.unconsumed_tail
                 if d.eof or (not data and len(chunk) < room):  # output not cut short: all consumed
@@ -236,11 +246,6 @@ class _Gunzip:
                 return
 
     def finish(self) -> bytearray:
-        if not self.sniffed:
-            _sniff(self.out, self.name)
-        return self._finish()
-
-    def _finish(self) -> bytearray:
         """The decompressed bytes once the input has ended.
 
         Raises:
@@ -290,7 +295,7 @@ def _read_open(
                 hint += 1 << 32
             fh.seek(2)
         return _gunzip_stream(fh, first, name, limit, progress, hint), True
-    sniffed = _sniff(first, name)
+    _Sniffer(name).check(first)
     if regular:
         if size > limit:
             raise _too_large(name, limit)
@@ -301,7 +306,7 @@ def _read_open(
                 pass
         fh.seek(0)
         return _read_stream_bytes(fh, limit, name), False  # bounded: the file may have grown since stat
-    return _read_stream_bytes(fh, limit, name, prefix=first, sniffed=sniffed), False
+    return _read_stream_bytes(fh, limit, name, prefix=first), False
 
 
 def read_trace_bytes(
