@@ -128,7 +128,9 @@ def make_console(color: Color, file=None, width: Optional[int] = None) -> Consol
 
 @app.command(epilog=EXIT_CODES)
 def analyze(
-    trace: Path = typer.Argument(..., help="A trace (.json or .json.gz), or a directory of per-rank traces."),
+    trace: Path = typer.Argument(
+        ..., help="A trace (.json or .json.gz), a FIFO, '-' for standard input, or a directory of per-rank traces."
+    ),
     format: Format = typer.Option(
         Format.text, "--format", "-f", help="Output format: text, json, markdown, github, sarif or html."
     ),
@@ -181,6 +183,13 @@ def analyze(
         metavar="PATH",
         help="Extra rule files (TOML) or folders of them, e.g. a CI budget; repeatable.",
     ),
+    max_trace_bytes: Optional[str] = typer.Option(
+        None,
+        "--max-trace-bytes",
+        metavar="SIZE",
+        help="Largest trace accepted, in JSON bytes after decompression, e.g. 16G "
+        "(default: $TRACEDOC_MAX_TRACE_BYTES or 4G).",
+    ),
 ) -> None:
     """Analyze a trace (or a directory of per-rank traces) and print ranked findings.
 
@@ -188,7 +197,18 @@ def analyze(
     options given here win.
     """
     from tracedoc.config import apply_thresholds, load_config
+    from tracedoc.errors import display_path
     from tracedoc.progress import progress_for
+
+    max_bytes = None
+    if max_trace_bytes is not None:
+        from tracedoc.load.source import MAX_BYTES_ENV, parse_size
+
+        try:
+            max_bytes = parse_size(max_trace_bytes)
+        except ValueError as exc:
+            raise fail(f"--max-trace-bytes: {exc}") from None
+        os.environ[MAX_BYTES_ENV] = str(max_bytes)  # rank workers read it too
 
     if output is not None and not output.absolute().parent.is_dir():  # before a long analysis
         raise fail(f"{output}: cannot write (no such directory)")
@@ -238,7 +258,14 @@ def analyze(
             else:
                 from tracedoc.load import load
 
-                loaded = load(trace, progress=progress)  # imports pandas while its workers decode
+                loaded = load(trace, progress=progress, max_bytes=max_bytes)  # imports pandas while workers decode
+                if loaded.dropped_events:
+                    parts = ", ".join(f"{n} with {why}" for why, n in loaded.dropped_events.items())
+                    err_console.print(
+                        f"tracedoc: warning: {escape(display_path(loaded.path))}: dropped impossible values: "
+                        f"{escape(parts)}",
+                        soft_wrap=True,
+                    )
                 from tracedoc.engine import analyze_trace
 
                 if all_rules is None:
@@ -261,17 +288,29 @@ def analyze(
     except TracedocError as exc:
         raise fail(str(exc), exc.exit_code) from None
     except MemoryError:
-        raise fail(f"{trace}: out of memory while analyzing") from None
+        raise fail(f"{display_path(trace)}: out of memory while analyzing") from None
+    except RecursionError:
+        raise fail(f"{display_path(trace)}: cannot analyze (nested too deeply)") from None
     except Exception as exc:  # never a traceback for a bad trace
         if os.environ.get("TRACEDOC_DEBUG"):
             raise
         raise fail(
-            f"{trace}: cannot analyze ({type(exc).__name__}: {exc}); set TRACEDOC_DEBUG=1 for a traceback"
+            f"{display_path(trace)}: cannot analyze ({type(exc).__name__}: {display_path(str(exc))[:300]}); "
+            "set TRACEDOC_DEBUG=1 for a traceback"
         ) from None
-    try:
+    try:  # a value no renderer can write must still end in one line, not a traceback
         emit(report, format, output=output, top=top, quiet=quiet, color=color, trace=loaded)
+    except (typer.Exit, BrokenPipeError):
+        raise
     except TracedocError as exc:  # e.g. --format html without plotly
         raise fail(str(exc), exc.exit_code) from None
+    except Exception as exc:
+        if os.environ.get("TRACEDOC_DEBUG"):
+            raise
+        raise fail(
+            f"{display_path(trace)}: cannot write the report ({type(exc).__name__}: {display_path(str(exc))[:300]}); "
+            "set TRACEDOC_DEBUG=1 for a traceback"
+        ) from None
     code = exit_code_for(report.findings, fail_level, exit_zero)
     if strict and not code:  # --exit-zero forgives findings, not an incomplete analysis
         skipped = _skipped_of(report)

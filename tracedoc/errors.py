@@ -3,6 +3,37 @@ the CLI must use, so bad input never reaches the user as a traceback."""
 
 from __future__ import annotations
 
+import os
+
+
+def display_path(path: str | os.PathLike[str] | bytes) -> str:
+    """A file name safe to print on one line of a terminal.
+
+    Characters that are not printable (newline, tab, ESC and other control characters,
+    the surrogates Python uses for bytes of a file name that are not valid UTF-8) are
+    written as Python escapes (``\\n``, ``\\x1b``, ``\\udcff``); a backslash stays as it is.
+    ``display_path("a\\nb.json")`` is ``'a\\\\nb.json'`` (shown as ``a\\nb.json``).
+    """
+    text = os.fsdecode(path) if isinstance(path, bytes) else str(path)
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable():
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(
+                {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch)
+                or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+            )
+    return "".join(out)
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped (see :func:`display_path`)."""
+    return display_path(text)
+
 
 class TracedocError(Exception):
     """Base class of tracedoc's own errors.
@@ -18,14 +49,25 @@ class TraceLoadError(TracedocError):
     """A trace file cannot be read or is not a usable Kineto/Chrome trace.
 
     The message is one line and names the file and the problem, e.g.
-    ``trace.json.gz: truncated gzip stream``.
+    ``trace.json.gz: truncated gzip stream``. The file name is escaped with
+    :func:`display_path` (a name holding a newline or an escape sequence is printed as
+    ``\\n``/``\\x1b``), and so is the problem text.
+
+    Attributes:
+        path: the file name as given (not escaped).
+        problem: the problem, one line.
     """
 
     def __init__(self, path: str, problem: str) -> None:
         self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        self.problem = one_line(problem)
+        super().__init__(f"{display_path(self.path)}: {self.problem}")
 
 
 class RuleError(TracedocError):
-    """A rule file is malformed (bad TOML, unknown signal, disallowed expression)."""
+    """A rule file is malformed (bad TOML, unknown signal, disallowed expression, a field of
+    the wrong type, a value beyond the bounds in :mod:`tracedoc.engine.rules`). The message
+    names the rule file and the field."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))

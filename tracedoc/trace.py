@@ -152,6 +152,9 @@ class Trace:
     span_us: float
     n_events: int
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: Events dropped at load for impossible values: reason -> count (see
+    #: :func:`tracedoc.load.build.drop_impossible`); empty when nothing was dropped.
+    dropped_events: dict[str, int] = field(default_factory=dict)
 
     @property
     def has_gpu_activity(self) -> bool:

@@ -2,9 +2,13 @@
 
 Grammar: Python expression syntax restricted to numbers, booleans, signal names,
 ``and``/``or``/``not``, comparisons (``< <= > >= == !=``, chained), ``+ - * /``,
-unary minus, parentheses and the functions ``min``, ``max``, ``abs``. It is parsed
-with :mod:`ast` and evaluated by walking the tree: no ``eval``, no attribute access,
-no subscripts, no other names.
+unary minus, parentheses and the functions ``min``, ``max`` (two or more arguments) and
+``abs`` (one). It is parsed with :mod:`ast` and evaluated by walking the tree: no ``eval``,
+no attribute access, no subscripts, no other names.
+
+Bounds, checked before and while parsing so that a hostile rule file costs little:
+at most :data:`MAX_EXPR_CHARS` characters, nesting at most :data:`MAX_EXPR_DEPTH` deep,
+numeric constants finite and at most :data:`MAX_CONSTANT` in size.
 """
 
 from __future__ import annotations
@@ -25,6 +29,14 @@ _CMPOPS = {
     ast.NotEq: operator.ne,
 }
 _FUNCS = {"min": min, "max": max, "abs": abs}
+#: Allowed argument counts of each function: (fewest, most).
+_ARITY = {"min": (2, 64), "max": (2, 64), "abs": (1, 1)}
+#: Longest expression accepted (characters).
+MAX_EXPR_CHARS = 2000
+#: Deepest nesting of the expression tree accepted (a rule needs a handful of levels).
+MAX_EXPR_DEPTH = 32
+#: Largest magnitude of a numeric constant (keeps arithmetic in floats: no OverflowError).
+MAX_CONSTANT = 1e15
 
 
 class Expr:
@@ -40,43 +52,58 @@ class Expr:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        if len(source) > MAX_EXPR_CHARS:
+            raise RuleError(f"expression of {len(source)} characters: at most {MAX_EXPR_CHARS} are allowed")
         try:
             self._tree = ast.parse(source.strip(), mode="eval").body
         except SyntaxError as exc:
-            raise RuleError(f"invalid expression {source!r}: {exc.msg}") from None
+            raise RuleError(f"invalid expression {_short(source)}: {exc.msg}") from None
+        except (RecursionError, MemoryError, ValueError):  # too deep for the parser; NUL bytes
+            raise RuleError(f"invalid expression {_short(source)}: nested too deeply or not text") from None
         self.names: set[str] = set()
-        self._check(self._tree)
+        self._check(self._tree, 1)
 
-    def _check(self, node: ast.AST) -> None:
+    def _check(self, node: ast.AST, depth: int) -> None:
+        if depth > MAX_EXPR_DEPTH:
+            raise RuleError(f"in {_short(self.source)}: nested more than {MAX_EXPR_DEPTH} levels deep")
+        deeper = depth + 1
         if isinstance(node, ast.Constant):
             if not isinstance(node.value, (int, float, bool)):
-                raise RuleError(f"in {self.source!r}: only numbers and booleans are allowed as constants")
+                raise RuleError(f"in {_short(self.source)}: only numbers and booleans are allowed as constants")
+            if not isinstance(node.value, bool) and not abs(node.value) <= MAX_CONSTANT:  # also NaN/inf
+                raise RuleError(f"in {_short(self.source)}: constant out of range (at most {MAX_CONSTANT:g})")
         elif isinstance(node, ast.Name):
             if node.id in ("True", "False"):
                 return
             self.names.add(node.id)
         elif isinstance(node, ast.BoolOp):
             for v in node.values:
-                self._check(v)
+                self._check(v, deeper)
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
-            self._check(node.operand)
+            self._check(node.operand, deeper)
         elif isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            self._check(node.left)
-            self._check(node.right)
+            self._check(node.left, deeper)
+            self._check(node.right, deeper)
         elif isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
-            self._check(node.left)
+            self._check(node.left, deeper)
             for c in node.comparators:
-                self._check(c)
+                self._check(c, deeper)
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id in _FUNCS
             and not node.keywords
         ):
+            lo, hi = _ARITY[node.func.id]
+            if not lo <= len(node.args) <= hi or any(isinstance(a, ast.Starred) for a in node.args):
+                want = f"{lo}" if lo == hi else f"{lo} to {hi}"
+                raise RuleError(
+                    f"in {_short(self.source)}: {node.func.id}() takes {want} argument(s), got {len(node.args)}"
+                )
             for a in node.args:
-                self._check(a)
+                self._check(a, deeper)
         else:
-            raise RuleError(f"in {self.source!r}: {type(node).__name__} is not allowed in rule expressions")
+            raise RuleError(f"in {_short(self.source)}: {type(node).__name__} is not allowed in rule expressions")
 
     def with_thresholds(self, thresholds: Mapping[str, float]) -> Expr:
         """A copy of this expression with the constants compared with the named signals replaced.
@@ -156,6 +183,11 @@ class Expr:
         if isinstance(node, ast.Call):
             return _FUNCS[node.func.id](*(self._eval(a, v) for a in node.args))  # type: ignore[attr-defined]
         raise RuleError(f"cannot evaluate {type(node).__name__}")  # unreachable after _check
+
+
+def _short(source: str, limit: int = 80) -> str:
+    """``repr`` of an expression, cut to ``limit`` characters for one-line messages."""
+    return repr(source if len(source) <= limit else source[:limit] + "...")
 
 
 def _is_number(node: ast.AST) -> bool:

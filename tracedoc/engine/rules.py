@@ -16,11 +16,23 @@ A rule file holds::
     [[tests]]  expect = "fire" | "pass" | "skip", signals = {...}, unavailable = [...]
 
 Expressions use :mod:`tracedoc.engine.expr`; every name must be a registered signal.
+
+Rule files are validated when they are loaded, before any trace is read; every error
+names the file and the field. Bounds against hostile files: a rule file is a regular file
+of at most :data:`MAX_RULE_FILE_BYTES`; no TOML key has more than :data:`MAX_DOTTED_PARTS`
+dotted parts (Python's ``tomllib`` takes time quadratic in them); a message template has
+at most :data:`MAX_TEMPLATE_FIELDS` fields, each a bare signal name with a numeric format
+spec (no nested fields, no conversions, width at most :data:`MAX_FORMAT_WIDTH`, precision
+at most :data:`MAX_FORMAT_PRECISION`, no integer-only presentation types: signal values
+may be floats).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import re
+import stat
 import string
 from dataclasses import dataclass, field
 from importlib import resources
@@ -30,7 +42,7 @@ from typing import Any, Callable
 import tomllib
 
 from tracedoc.engine.expr import Expr
-from tracedoc.errors import RuleError
+from tracedoc.errors import RuleError, display_path
 from tracedoc.signals import SIGNALS, SignalUnavailable
 
 SEVERITIES = ("info", "warning", "error")
@@ -39,6 +51,25 @@ SAFETY_LEVELS = ("display-only", "unsafe", "safe")
 _CODE_RE = re.compile(r"^[A-Z]+[0-9]+$")
 _NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 DOC_SECTIONS = ("what", "why", "example", "fix", "safety")
+
+#: Largest rule file accepted (bytes); the built-in rules are about 3 KB each.
+MAX_RULE_FILE_BYTES = 64 << 10
+#: Most dotted parts in one TOML key or table header (``a.b.c`` has 3).
+MAX_DOTTED_PARTS = 32
+#: Longest message template (characters) and most replacement fields in it.
+MAX_TEMPLATE_CHARS = 4000
+MAX_TEMPLATE_FIELDS = 32
+#: Largest width and precision in a template's format spec.
+MAX_FORMAT_WIDTH = 200
+MAX_FORMAT_PRECISION = 20
+# the standard format spec (Python's "Format Specification Mini-Language")
+_SPEC_RE = re.compile(
+    r"^(?:(?P<fill>.)?(?P<align>[<>=^]))?(?P<sign>[-+ ])?(?P<z>z)?(?P<alt>\#)?(?P<zero>0)?"
+    r"(?P<width>\d+)?(?P<grouping>[,_])?(?:\.(?P<precision>\d+))?(?P<type>[eEfFgGn%])?$",
+    re.DOTALL,
+)
+_KEY_PART = r"(?:[A-Za-z0-9_-]+|\"[^\"\n]*\"|'[^'\n]*')"
+_LONG_DOTTED_KEY = re.compile(rf"(?:{_KEY_PART}[ \t]*\.[ \t]*){{{MAX_DOTTED_PARTS}}}")
 
 
 @dataclass(frozen=True)
@@ -174,6 +205,63 @@ class Rule:
         )
 
 
+def check_template(message: str, src: str, field_name: str = "message") -> set[str]:
+    """Validate a ``str.format`` message template; returns the signal names it uses.
+
+    Each replacement field must be a bare name (no attribute or index access: only
+    signals may appear), with no conversion (``!r``) and a numeric format spec without
+    nested fields, of bounded width and precision.
+
+    Raises:
+        RuleError: naming the rule file and the field.
+    """
+    where = f"{src}: '{field_name}'"
+    if len(message) > MAX_TEMPLATE_CHARS:
+        raise RuleError(f"{where} is {len(message)} characters long; at most {MAX_TEMPLATE_CHARS} are allowed")
+    try:
+        parts = list(string.Formatter().parse(message))
+    except ValueError as exc:
+        raise RuleError(f"{where}: invalid template ({exc}); write a literal brace as {{{{ or }}}}") from None
+    names: set[str] = set()
+    n_fields = 0
+    for _, fname, spec, conv in parts:
+        if fname is None:
+            continue
+        n_fields += 1
+        if n_fields > MAX_TEMPLATE_FIELDS:
+            raise RuleError(f"{where} has more than {MAX_TEMPLATE_FIELDS} fields")
+        if not fname.isidentifier():
+            raise RuleError(f"{where}: field {{{fname[:40]}}} is not a signal name (only bare signal names may appear)")
+        if conv:
+            raise RuleError(f"{where}: field {{{fname}!{conv}}}: conversions are not allowed")
+        if spec and ("{" in spec or "}" in spec):
+            raise RuleError(f"{where}: field {{{fname}}}: nested fields in a format spec are not allowed")
+        m = _SPEC_RE.match(spec or "")
+        if not m:
+            raise RuleError(
+                f"{where}: field {{{fname}}}: format spec {spec[:40]!r} is not a numeric spec "
+                "(e.g. .1f, .1%, ,.0f; integer types such as d do not take float signals)"
+            )
+        if m.group("width") and int(m.group("width")) > MAX_FORMAT_WIDTH:
+            raise RuleError(f"{where}: field {{{fname}}}: width above {MAX_FORMAT_WIDTH}")
+        if m.group("precision") and int(m.group("precision")) > MAX_FORMAT_PRECISION:
+            raise RuleError(f"{where}: field {{{fname}}}: precision above {MAX_FORMAT_PRECISION}")
+        names.add(fname)
+    return names
+
+
+def _str_list(data: dict, key: str, src: str, where: str = "") -> tuple[str, ...]:
+    """``data[key]`` as a tuple of strings (absent: empty).
+
+    Raises:
+        RuleError: not a list of strings.
+    """
+    v = data.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise RuleError(f"{src}: '{where}{key}' must be a list of strings")
+    return tuple(v)
+
+
 def _req(data: dict, key: str, typ: type, src: str) -> Any:
     if key not in data:
         raise RuleError(f"{src}: missing '{key}'")
@@ -217,16 +305,27 @@ def parse_rule(data: dict[str, Any], src: str) -> Rule:
     severity = _req(data, "severity", str, src)
     if severity not in SEVERITIES:
         raise RuleError(f"{src}: severity must be one of {', '.join(SEVERITIES)}")
-    condition = Expr(_req(data, "condition", str, src))
+    condition = _expr(_req(data, "condition", str, src), src, "condition")
     message = _req(data, "message", str, src)
+    check_template(message, src)
     saving_src = data.get("estimated_saving_ms")
-    saving = Expr(saving_src) if isinstance(saving_src, str) else None
+    if saving_src is not None and not isinstance(saving_src, str):
+        raise RuleError(f"{src}: 'estimated_saving_ms' must be a string (an expression)")
+    saving = _expr(saving_src, src, "estimated_saving_ms") if saving_src is not None else None
+    if not isinstance(data.get("saving_basis", ""), str):
+        raise RuleError(f"{src}: 'saving_basis' must be a string")
+    evidence = _str_list(data, "evidence", src)
     fix_d = _req(data, "fix", dict, src)
     safety = _req(fix_d, "safety", str, src + " [fix]")
     if safety not in SAFETY_LEVELS:
         raise RuleError(f"{src}: fix.safety must be one of {', '.join(SAFETY_LEVELS)}")
-    fix = Fix(_req(fix_d, "summary", str, src + " [fix]"), safety, tuple(fix_d.get("knobs", [])))
+    fix = Fix(_req(fix_d, "summary", str, src + " [fix]"), safety, _str_list(fix_d, "knobs", src, "fix."))
     docs = data.get("docs", {})
+    if not isinstance(docs, dict):
+        raise RuleError(f"{src}: 'docs' must be a table")
+    tests = data.get("tests", [])
+    if not isinstance(tests, list) or not all(isinstance(t, dict) for t in tests):
+        raise RuleError(f"{src}: 'tests' must be an array of tables ([[tests]])")
     missing_docs = [s for s in DOC_SECTIONS if not isinstance(docs.get(s), str) or not docs[s].strip()]
     if missing_docs:
         raise RuleError(f"{src}: [docs] lacks {', '.join(missing_docs)}")
@@ -239,10 +338,10 @@ def parse_rule(data: dict[str, Any], src: str) -> Rule:
         message=message,
         estimated_saving_ms=saving,
         saving_basis=str(data.get("saving_basis", "")),
-        evidence=tuple(data.get("evidence", [])),
+        evidence=evidence,
         fix=fix,
         docs=docs,
-        tests=list(data.get("tests", [])),
+        tests=list(tests),
         source=src,
         claims=_claims(data.get("claims", "step"), src),
     )
@@ -257,32 +356,101 @@ def parse_rule(data: dict[str, Any], src: str) -> Rule:
     return rule
 
 
+def _expr(source: str, src: str, field_name: str) -> Expr:
+    """Parse a rule expression, naming the file and the field in any error."""
+    try:
+        return Expr(source)
+    except RuleError as exc:
+        raise RuleError(f"{src}: '{field_name}': {exc}") from None
+
+
+def parse_toml(text: str, src: str) -> dict[str, Any]:
+    """Parse a rule file's TOML text within the bounds of the module docstring.
+
+    Raises:
+        RuleError: too long, a key with too many dotted parts, or invalid TOML.
+    """
+    if len(text) > MAX_RULE_FILE_BYTES:
+        raise RuleError(f"{src}: rule file larger than {MAX_RULE_FILE_BYTES // 1024} KiB")
+    if _LONG_DOTTED_KEY.search(text):
+        raise RuleError(f"{src}: a key with more than {MAX_DOTTED_PARTS} dotted parts")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleError(f"{src}: invalid TOML ({exc})") from None
+    except RecursionError:
+        raise RuleError(f"{src}: invalid TOML (nested too deeply)") from None
+
+
+def _read_rule_text(p: Path) -> str:
+    """The text of a rule file: a regular file (a FIFO or device is refused before it is
+    opened), read up to the size cap, UTF-8."""
+    shown = display_path(p)
+    try:
+        st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode):
+            raise RuleError(f"{shown}: not a regular file; rule files must be regular .toml files")
+        if st.st_size > MAX_RULE_FILE_BYTES:
+            raise RuleError(f"{shown}: rule file larger than {MAX_RULE_FILE_BYTES // 1024} KiB")
+        with open(p, "rb") as fh:
+            raw = fh.read(MAX_RULE_FILE_BYTES + 1)
+        return raw.decode("utf-8")
+    except RuleError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise RuleError(f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise RuleError(f"{shown}: cannot read ({exc.strerror or exc})") from None
+
+
+@functools.lru_cache(maxsize=256)
+def _load_rule_file_cached(path: str, _ino: int, _mtime_ns: int, _size: int) -> Rule:
+    p = Path(path)
+    shown = display_path(p)
+    return parse_rule(parse_toml(_read_rule_text(p), shown), shown)
+
+
 def load_rule_file(path: str | Path) -> Rule:
-    """Load and validate one rule file (errors name the file)."""
+    """Load and validate one rule file (errors name the file).
+
+    Parsed once per file version: a file already loaded, unchanged since (same inode,
+    modification time and size), is not read again, so calling :func:`load_rules` once per
+    rank costs a ``stat`` per file.
+
+    Raises:
+        RuleError: not a regular file, too large, not UTF-8, invalid TOML, or an invalid rule.
+    """
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise RuleError(f"{p}: {exc}") from None
-    return parse_rule(data, str(p))
+        st = os.stat(p)
+    except OSError as exc:
+        raise RuleError(f"{display_path(p)}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise RuleError(f"{display_path(p)}: not a regular file; rule files must be regular .toml files")
+    return _load_rule_file_cached(str(p), st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def builtin_rules() -> list[Rule]:
-    """The rules shipped in the top-level ``rules/`` folder (package ``tracedoc.builtin_rules``)."""
+    """The rules shipped in the top-level ``rules/`` folder (package ``tracedoc.builtin_rules``).
+
+    Parsed once per process; each call returns a new list of the same rules.
+    """
+    return list(_builtin_rules())
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_rules() -> tuple[Rule, ...]:
     root = resources.files("tracedoc.builtin_rules")
     rules = []
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".toml"):
-            try:
-                data = tomllib.loads(entry.read_text(encoding="utf-8"))
-            except tomllib.TOMLDecodeError as exc:
-                raise RuleError(f"rules/{entry.name}: {exc}") from None
-            rules.append(parse_rule(data, f"rules/{entry.name}"))
+            src = f"rules/{entry.name}"
+            rules.append(parse_rule(parse_toml(entry.read_text(encoding="utf-8"), src), src))
     codes = [r.code for r in rules]
     names = [r.name for r in rules]
     if len(set(codes)) != len(codes) or len(set(names)) != len(names):
         raise RuleError("rules/: duplicate rule code or name")
-    return sorted(rules, key=lambda r: r.code)
+    return tuple(sorted(rules, key=lambda r: r.code))
 
 
 def rule_files(paths: list[str | Path]) -> list[Path]:
@@ -298,7 +466,7 @@ def rule_files(paths: list[str | Path]) -> list[Path]:
         elif p.is_file():
             files.append(p)
         else:
-            raise RuleError(f"{p}: no such file or directory")
+            raise RuleError(f"{display_path(p)}: no such file or directory")
     return files
 
 
@@ -314,7 +482,9 @@ def load_rules(extra: list[str | Path] | None = None) -> list[Rule]:
     for path in rule_files(extra or []):
         rule = load_rule_file(path)
         if rule.code in taken or rule.name in taken:
-            raise RuleError(f"{path}: rule {rule.code} {rule.name} repeats an existing rule's code or name")
+            raise RuleError(
+                f"{display_path(path)}: rule {rule.code} {rule.name} repeats an existing rule's code or name"
+            )
         taken |= {rule.code, rule.name}
         rules.append(rule)
     return rules

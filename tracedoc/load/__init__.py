@@ -17,7 +17,7 @@ import os
 from typing import TYPE_CHECKING, Callable
 
 from tracedoc.load.reference import collect_events, parse_document
-from tracedoc.load.source import read_trace_bytes
+from tracedoc.load.source import DEFAULT_MAX_TRACE_BYTES, MAX_BYTES_ENV, STDIN_NAME, read_trace_bytes, rereadable
 
 if TYPE_CHECKING:
     from tracedoc.trace import Trace
@@ -36,6 +36,7 @@ def load(
     engine: str = "fast",
     progress: Callable[[str], None] | None = None,
     workers: int | None = None,
+    max_bytes: int | None = None,
 ) -> Trace:
     """Load a PyTorch Profiler trace (``.json`` or gzipped, detected by magic bytes).
 
@@ -44,24 +45,33 @@ def load(
     to the trace start (µs, float64).
 
     Args:
-        path: the trace file.
+        path: the trace file, a FIFO or pipe (read once), or ``"-"`` for standard input.
         engine: ``"fast"`` (default) or ``"reference"``; both give identical traces.
         progress: optional callback receiving short status lines (for a progress display).
         workers: processes the fast engine may decode a large trace in (forked, Linux);
-            default: the CPUs this process may use; 1 decodes in this process only.
+            default: the CPUs this process may use; 1 decodes in this process only. A
+            stream (FIFO, pipe, standard input) is always decoded in this process.
+        max_bytes: limit on the trace's JSON bytes after decompression; default
+            ``$TRACEDOC_MAX_TRACE_BYTES`` or 4 GiB
+            (:data:`tracedoc.load.source.DEFAULT_MAX_TRACE_BYTES`).
 
     Raises:
         tracedoc.errors.TraceLoadError: with a one-line message naming the file and the
-            problem (missing file, truncated gzip, invalid JSON, not a trace, events of
-            the wrong type, no profiler events).
+            problem (missing file, a device, over the size limit, truncated gzip, invalid
+            JSON, not a trace, events of the wrong type, no profiler events).
         ValueError: unknown ``engine``.
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown loader engine {engine!r}; expected one of {ENGINES}")
-    p = str(path)
+    src = str(path)
+    p = STDIN_NAME if src == "-" else src  # the name errors and the Trace carry
     if progress:
         progress("reading")
-    data = read_trace_bytes(p, progress)
+    data = read_trace_bytes(src, progress, max_bytes)
+    # a stream cannot be read again: keep its bytes for the reference loader's handover
+    keep = None if rereadable(src) else data
+    if keep is not None:
+        workers = 1
     if engine == "fast":
         from tracedoc.load.fast import Fallback, collect_columns, decode_document, parallel_parts, parse_parallel
 
@@ -80,7 +90,7 @@ def load(
                 try:
                     doc, cols = parse_parallel(holder, parts, after_fork=_import_frame_stage)  # releases the buffer
                 except Fallback:  # no clean cut, or a part needs the reference loader: one piece
-                    data = holder[0] if holder[0] is not None else read_trace_bytes(p)
+                    data = holder[0] if holder[0] is not None else read_trace_bytes(src, None, max_bytes)
                 del holder
             if cols is None:
                 doc, events = decode_document(data, progress)
@@ -98,7 +108,8 @@ def load(
             if gc_was_enabled:
                 gc.enable()
         if "data" not in locals():
-            data = read_trace_bytes(p)
+            data = keep if keep is not None else read_trace_bytes(src, None, max_bytes)
+    del keep
     return _load_reference(data, p)
 
 
@@ -113,4 +124,4 @@ def _load_reference(data, path: str) -> Trace:
     return build_trace(sink, doc, path)
 
 
-__all__ = ["load", "ENGINES"]
+__all__ = ["load", "ENGINES", "DEFAULT_MAX_TRACE_BYTES", "MAX_BYTES_ENV"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import numpy as np
 
 from tracedoc.errors import TraceLoadError
 from tracedoc.load.reference import ColumnSink
@@ -27,11 +30,35 @@ def _mtia_devices(frames: dict[str, Any], described: list[Device]) -> list[Devic
     return [Device(i, "MTIA", None, None, None, "Meta") for i in ids]
 
 
-def parse_devices(doc: dict[str, Any], hip_runtime: bool) -> list[Device]:
+_INT64_MAX = (1 << 63) - 1
+#: Nesting depth below which trace metadata is made JSON-safe; deeper values are dropped.
+METADATA_MAX_DEPTH = 64
+
+#: Reasons an event is dropped at load (keys of ``Trace.dropped_events``).
+DROP_NEGATIVE_DURATION = "negative duration"
+DROP_NON_FINITE_TIME = "time not finite (ts + dur overflows)"
+DROP_NEGATIVE_BYTES = "negative bytes"
+DROP_NEGATIVE_MEMORY_TOTAL = "negative Total Allocated / Total Reserved"
+#: Not an event: a device whose ``totalGlobalMem`` is zero, negative or beyond int64; its
+#: memory size is treated as unknown (memory-share signals become unavailable).
+DROP_DEVICE_MEMORY = "device memory size <= 0 or out of range (ignored)"
+
+
+def _small_int(v: Any) -> int | None:
+    """``v`` when it is an int (not a bool) in int64 range, else None."""
+    if isinstance(v, int) and not isinstance(v, bool) and -_INT64_MAX - 1 <= v <= _INT64_MAX:
+        return v
+    return None
+
+
+def parse_devices(doc: dict[str, Any], hip_runtime: bool, dropped: dict[str, int] | None = None) -> list[Device]:
     """Read devices from ``deviceProperties`` (current) or ``computeProperties`` (old layout).
 
-    Malformed entries (not objects, no integer ``id``) are skipped rather than fatal:
-    device properties only refine the analysis. MTIA traces are relabelled by
+    Malformed entries (not objects, no integer ``id`` in int64 range) are skipped rather
+    than fatal: device properties only refine the analysis. Integers beyond int64
+    (``numSms: 2**70``) are treated as absent, and a ``totalGlobalMem`` that is not a
+    finite number in ``(0, 2**63)`` bytes as unknown, counted under
+    :data:`DROP_DEVICE_MEMORY` in ``dropped``. MTIA traces are relabelled by
     :func:`build_trace` (vendor ``"Meta"``).
     """
     props = doc.get("deviceProperties")
@@ -41,14 +68,19 @@ def parse_devices(doc: dict[str, Any], hip_runtime: bool) -> list[Device]:
         return []
     devices = []
     for p in props:
-        if not isinstance(p, dict) or not isinstance(p.get("id"), int):
+        if not isinstance(p, dict) or _small_int(p.get("id")) is None:
             continue
         name = str(p.get("name", "unknown"))
-        major = p.get("computeMajor", p.get("major"))
-        minor = p.get("computeMinor", p.get("minor"))
-        cc = (int(major), int(minor)) if isinstance(major, int) and isinstance(minor, int) else None
+        major = _small_int(p.get("computeMajor", p.get("major")))
+        minor = _small_int(p.get("computeMinor", p.get("minor")))
+        cc = (major, minor) if major is not None and minor is not None else None
         mem = p.get("totalGlobalMem")
-        sms = p.get("numSms", p.get("multiProcessorCount"))
+        if isinstance(mem, (int, float)) and not isinstance(mem, bool):
+            if not (math.isfinite(mem) and 0 < mem <= _INT64_MAX):
+                if dropped is not None:
+                    dropped[DROP_DEVICE_MEMORY] = dropped.get(DROP_DEVICE_MEMORY, 0) + 1
+                mem = None
+        sms = _small_int(p.get("numSms", p.get("multiProcessorCount")))
         vendor = "AMD" if hip_runtime or any(m in name for m in _AMD_MARKERS) else "NVIDIA"
         devices.append(
             Device(
@@ -56,11 +88,91 @@ def parse_devices(doc: dict[str, Any], hip_runtime: bool) -> list[Device]:
                 name=name,
                 total_memory_bytes=int(mem) if isinstance(mem, (int, float)) and not isinstance(mem, bool) else None,
                 compute_capability=cc,
-                num_sms=int(sms) if isinstance(sms, int) else None,
+                num_sms=sms,
                 vendor=vendor,
             )
         )
     return devices
+
+
+def json_safe_metadata(value: Any, depth: int = METADATA_MAX_DEPTH) -> Any:
+    """A copy of trace metadata that any JSON writer can take back: integers beyond int64
+    (``rank: 2**70``) become floats (or None when even a float cannot hold them), and
+    values nested deeper than ``depth`` become None. Iterative, so deep nesting cannot hit
+    Python's recursion limit."""
+
+    def leaf(v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool) and _small_int(v) is None:
+            try:
+                return float(v)
+            except OverflowError:
+                return None
+        return v
+
+    if not isinstance(value, (dict, list)):
+        return leaf(value)
+    root: Any = {} if isinstance(value, dict) else []
+    stack = [(value, root, 1)]
+    while stack:
+        src, dst, level = stack.pop()
+        items = src.items() if isinstance(src, dict) else enumerate(src)
+        for k, v in items:
+            if isinstance(v, (dict, list)):
+                if level >= depth:
+                    out = None
+                else:
+                    out = {} if isinstance(v, dict) else []
+                    stack.append((v, out, level + 1))
+            else:
+                out = leaf(v)
+            if isinstance(dst, dict):
+                dst[k] = out
+            else:
+                dst.append(out)
+    return root
+
+
+def _invalid_rows(kind: str, df) -> list[tuple[str, np.ndarray]]:
+    """``(reason, row mask)`` pairs of the rows of frame ``kind`` with impossible values
+    (raw, un-rebased times). A row may appear under several reasons; it is counted once,
+    under the first."""
+    out = []
+    ts = df["ts_us"].to_numpy(dtype=np.float64)
+    if "dur_us" in df.columns:
+        dur = df["dur_us"].to_numpy(dtype=np.float64)
+        out.append((DROP_NEGATIVE_DURATION, dur < 0))
+        with np.errstate(over="ignore", invalid="ignore"):
+            out.append((DROP_NON_FINITE_TIME, ~np.isfinite(ts + dur)))
+    else:
+        out.append((DROP_NON_FINITE_TIME, ~np.isfinite(ts)))
+    if kind in ("memcpys", "memsets"):
+        out.append((DROP_NEGATIVE_BYTES, df["bytes"].to_numpy(dtype=np.float64) < 0))
+    if kind == "memory":
+        neg = (df["total_allocated_bytes"].to_numpy(dtype=np.float64) < 0) | (
+            df["total_reserved_bytes"].to_numpy(dtype=np.float64) < 0
+        )
+        out.append((DROP_NEGATIVE_MEMORY_TOTAL, neg))
+    return out
+
+
+def drop_impossible(frames: dict, dropped: dict[str, int]) -> None:
+    """Remove rows with impossible values from ``frames`` in place, counting them by reason in
+    ``dropped``: a negative duration, a ``ts + dur`` that is not finite, negative copy or
+    memset bytes, a negative ``Total Allocated``/``Total Reserved``. (A ``[memory]`` event's
+    ``Bytes`` is a signed allocation delta and may be negative.) ``steps`` rows are filtered
+    by the same rules but not counted again: each is also a row of ``ops``."""
+    for kind, df in frames.items():
+        if not len(df):
+            continue
+        bad_any = np.zeros(len(df), dtype=bool)
+        for reason, mask in _invalid_rows(kind, df):
+            new = mask & ~bad_any
+            if new.any():
+                if kind != "steps":
+                    dropped[reason] = dropped.get(reason, 0) + int(new.sum())
+                bad_any |= new
+        if bad_any.any():
+            frames[kind] = df[~bad_any].reset_index(drop=True)
 
 
 def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
@@ -69,8 +181,13 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
     ``sink`` is a :class:`ColumnSink` (column lists, reference loader) or a
     :class:`tracedoc.load.fast.ArrayColumns` (numpy arrays, fast loader): same attributes.
 
+    Events with impossible values are dropped (:func:`drop_impossible`) and counted in
+    ``Trace.dropped_events`` (reason -> count); the origin and span are those of the events
+    kept. Metadata is made JSON-safe (:func:`json_safe_metadata`).
+
     Raises:
-        TraceLoadError: the trace holds no PyTorch profiler events at all (empty or foreign).
+        TraceLoadError: the trace holds no PyTorch profiler events at all (empty or foreign),
+            or every one of them was dropped as impossible.
     """
     c = sink.cols
     if not any(len(c[k].get("ts_us", ())) for k in ("ops", "runtime", "kernels", "memcpys", "memory")):
@@ -80,19 +197,30 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
             else f"{sink.n_events} events but none from the PyTorch profiler (no CPU ops, runtime calls, kernels or memory events)"
         )
         raise TraceLoadError(path, f"trace has {what}")
-    origin = sink.min_ts
-    frames = {}
-    for kind in FRAME_COLUMNS:
-        df = frame_from_columns(kind, c[kind])
+    frames = {kind: frame_from_columns(kind, c[kind]) for kind in FRAME_COLUMNS}
+    dropped: dict[str, int] = {}
+    drop_impossible(frames, dropped)
+    origin, max_end = sink.min_ts, sink.max_end
+    if dropped:  # the extent of the events kept
+        kept = [(k, df) for k, df in frames.items() if len(df) and k != "steps"]
+        if not kept:
+            raise TraceLoadError(
+                path, f"trace has {sink.n_events} events but every profiler event has impossible values"
+            )
+        origin = float(min(df["ts_us"].min() for _, df in kept))
+        ends = [float((df["ts_us"] + df["dur_us"]).max()) for k, df in kept if k != "memory"]
+        max_end = max(ends, default=float("-inf"))
+    for df in frames.values():
         df["ts_us"] = df["ts_us"] - origin
         if "end_us" in df.columns:
             df["end_us"] = df["ts_us"] + df["dur_us"]
-        frames[kind] = df
     steps = frames["steps"].sort_values("ts_us", kind="stable").reset_index(drop=True)
     frames["steps"] = steps
-    meta = {k: v for k, v in doc.items() if k not in ("traceEvents", "deviceProperties", "computeProperties")}
-    span = (sink.max_end - origin) if sink.max_end > float("-inf") else 0.0
-    devices = parse_devices(doc, sink.hip_runtime)
+    meta = json_safe_metadata(
+        {k: v for k, v in doc.items() if k not in ("traceEvents", "deviceProperties", "computeProperties")}
+    )
+    span = (max_end - origin) if max_end > float("-inf") else 0.0
+    devices = parse_devices(doc, sink.hip_runtime, dropped)
     if _is_mtia(frames):
         devices = _mtia_devices(frames, devices)
     return Trace(
@@ -102,5 +230,6 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
         span_us=span,
         n_events=sink.n_events,
         metadata=meta,
+        dropped_events=dropped,
         **frames,
     )

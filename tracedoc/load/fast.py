@@ -49,7 +49,7 @@ from tracedoc.load.categories import (
     normalize_category,
     parse_memcpy_name,
 )
-from tracedoc.load.reference import _STEP_RE, _int, _num, _stream_from_tid
+from tracedoc.load.reference import _int, _num, _stream_from_tid, step_number
 from tracedoc.schema import FRAME_COLUMNS
 
 _NAN = float("nan")
@@ -120,31 +120,162 @@ class ArrayColumns:
         self.n_events = 0
 
 
-def decode_document(data: Any, progress: Callable[[str], None] | None = None) -> tuple[dict[str, Any], list[Event]]:
+#: Bytes mapped for the scan of number tokens that may not fit a double: digits to ``0``,
+#: ``e``, ``E`` and ``+`` to ``e`` (so ``e+400`` reads ``ee000``), everything else to a space.
+_NUMBER_MAP = bytes(0x30 if 0x30 <= i <= 0x39 else 0x65 if i in (0x45, 0x65, 0x2B) else 0x20 for i in range(256))
+#: A token may overflow a double only with 100+ digits in a row or a 3+ digit exponent.
+_OVERFLOW_PATTERNS = (b"0" * 100, b"e000")
+_NUMBER_CHARS = frozenset(b"0123456789+-.eE")
+_SCAN_CHUNK = 8 << 20
+_SCAN_OVERLAP = 128
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError)
+
+
+_BEFORE_NUMBER = frozenset(b" \t\n\r:,[")
+_AFTER_NUMBER = frozenset(b" \t\n\r,]}")
+
+
+def _overflows(data: Any, pos: int) -> bool:
+    """Whether the JSON number token around ``pos`` (delimited as a JSON value is, so the
+    digits of ``0x7cc1558e8480`` in a string are not one) parses to an infinite double."""
+    lo = hi = pos
+    n = len(data)
+    while lo > 0 and data[lo - 1] in _NUMBER_CHARS:
+        lo -= 1
+    while hi < n and data[hi] in _NUMBER_CHARS and hi - lo < 100_000:
+        hi += 1
+    if (lo > 0 and data[lo - 1] not in _BEFORE_NUMBER) or (hi < n and data[hi] not in _AFTER_NUMBER):
+        return False
+    try:
+        value = float(bytes(data[lo:hi]))
+    except ValueError:
+        return False
+    return value in (float("inf"), float("-inf"))
+
+
+def reference_would_reject(data: Any) -> bool:
+    """True when the bytes hold something the reference parser (orjson) rejects but a
+    typed msgspec decode skips over unread: bytes that are not valid UTF-8, or a number
+    that overflows a double (``1e400``, a 400-digit integer), anywhere in the document.
+
+    The fast loader hands such input to the reference loader, so both give the same error.
+    Cost: one pass in 8 MB chunks (``isascii``; UTF-8 is decoded only in chunks that hold
+    non-ASCII bytes; ``bytes.translate`` and two substring searches for number tokens that
+    might overflow, each candidate then parsed): about a third of msgspec's decoding time. A candidate inside a string only costs
+    the handover, never a wrong answer.
+    """
+    view = memoryview(data).cast("B") if not isinstance(data, memoryview) else data.cast("B")
+    n = len(view)
+    try:
+        import codecs
+
+        dec = codecs.getincrementaldecoder("utf-8")("strict")
+        for start in range(0, max(n, 1), _SCAN_CHUNK):
+            stop = min(n, start + _SCAN_CHUNK)
+            chunk = bytes(view[start : min(n, stop + _SCAN_OVERLAP)])
+            body = chunk[: stop - start]
+            if not body.isascii() or dec.buffer:  # type: ignore[attr-defined]
+                try:
+                    dec.decode(body)
+                except UnicodeDecodeError:
+                    return True
+            mapped = chunk.translate(_NUMBER_MAP)
+            for pat in _OVERFLOW_PATTERNS:
+                i = mapped.find(pat)
+                while 0 <= i < len(body):
+                    if _overflows(view, start + i):
+                        return True
+                    i = mapped.find(pat, i + 1)
+        try:
+            dec.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return True
+    finally:
+        view.release()
+    return False
+
+
+def _span(raw: msgspec.Raw, data: Any) -> tuple[int, int]:
+    """``(start, end)`` byte offsets of a decoded ``Raw`` value inside the buffer ``data``
+    (msgspec's ``Raw`` points into the input buffer); ``(-1, -1)`` when it does not."""
+    with memoryview(raw) as rv:
+        if not len(rv):
+            return (-1, -1)
+        base = np.frombuffer(data, dtype=np.uint8)
+        where = np.frombuffer(rv, dtype=np.uint8)
+        start = where.ctypes.data - base.ctypes.data
+        del base, where
+        if not 0 <= start <= len(data) - len(rv):
+            return (-1, -1)
+        return (start, start + len(rv))
+
+
+#: Nesting msgspec may decode or skip before the fast loader hands over. orjson (the
+#: reference parser) rejects documents nested deeper than 1024; msgspec's limit is Python's
+#: recursion limit, which a caller may have raised: keep it below 1024 while decoding.
+MSGSPEC_MAX_NESTING = 1000
+
+
+class _BoundedRecursion:
+    """Lower Python's recursion limit to the current depth + :data:`MSGSPEC_MAX_NESTING`
+    while msgspec decodes (never raise it), so that anything nested deeper than orjson
+    accepts fails here and goes to the reference loader."""
+
+    def __enter__(self) -> None:
+        depth, frame = 0, sys._getframe()
+        while frame is not None:
+            depth += 1
+            frame = frame.f_back
+        self.old = sys.getrecursionlimit()
+        sys.setrecursionlimit(min(self.old, depth + MSGSPEC_MAX_NESTING))
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.setrecursionlimit(self.old)
+
+
+def decode_document(
+    data: Any, progress: Callable[[str], None] | None = None, span_out: list | None = None
+) -> tuple[dict[str, Any], list[Event]]:
     """Decode the top level and the typed events.
 
     Returns ``(doc, events)`` where ``doc`` holds every top-level key except
-    ``traceEvents`` as plain Python values.
+    ``traceEvents`` as plain Python values. When ``span_out`` is a list, the byte span
+    ``(start, end)`` of the ``traceEvents`` array (the value the top-level object ends up
+    with, the last one when the key repeats) inside ``data`` is appended to it.
 
     Raises:
-        Fallback: invalid JSON, an unexpected top level, or a field of an unexpected type.
+        Fallback: invalid JSON (including what only the reference parser checks, see
+            :func:`reference_would_reject`), nesting deeper than :data:`MSGSPEC_MAX_NESTING`,
+            an unexpected top level, or a field of an unexpected type.
     """
+    with _BoundedRecursion():
+        return _decode_document(data, progress, span_out)
+
+
+def _decode_document(
+    data: Any, progress: Callable[[str], None] | None = None, span_out: list | None = None
+) -> tuple[dict[str, Any], list[Event]]:
+    """The body of :func:`decode_document` (under bounded recursion)."""
+    if reference_would_reject(data):
+        raise Fallback
     try:
         top = _TOP_DECODER.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except _DECODE_ERRORS:
         raise Fallback from None
     raw_events = top.pop("traceEvents", None)
     if raw_events is None:
         raise Fallback
+    if span_out is not None:
+        span_out.append(_span(raw_events, data))
     try:
         doc = {k: _ANY_DECODER.decode(v) for k, v in top.items()}
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except _DECODE_ERRORS:
         raise Fallback from None
     if progress:
         progress("decoding events")
     try:
         events = _EVENTS_DECODER.decode(raw_events)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except _DECODE_ERRORS:
         raise Fallback from None
     del raw_events
     return doc, events
@@ -166,7 +297,7 @@ def _ints_or(values: list, default: Any) -> np.ndarray:
         return np.fromiter(values, dtype=np.int64, count=n)  # all plain ints: the common case
     except (TypeError, ValueError, OverflowError):
         pass
-    conv = [v if type(v) is int else _int(v, None) for v in values]
+    conv = [_int(v, None) for v in values]
     missing = np.fromiter((c is None for c in conv), dtype=bool, count=n)
     out = np.fromiter((0 if c is None else c for c in conv), dtype=np.int64, count=n)
     out[missing] = default[missing] if isinstance(default, np.ndarray) else default
@@ -183,6 +314,14 @@ class _Memo(dict):
     def __missing__(self, key: Any) -> Any:
         value = self[key] = self.func(key)
         return value
+
+
+def _id_str(v: Any) -> str:
+    """``str`` of a pid or tid as the reference loader sees it: orjson reads an integer
+    outside ``[-2**63, 2**64 - 1]`` as a float, msgspec as an int."""
+    if type(v) is int and not -(1 << 63) <= v <= (1 << 64) - 1:
+        return str(float(v))
+    return str(v)
 
 
 def _obj(values: list) -> np.ndarray:
@@ -253,7 +392,7 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
         args = [e.args or _EMPTY_ARGS for e in sel]
         if kind in (KIND_OP, KIND_RUNTIME):
             cats = _obj(_mapped(canon_of_cat, _get("cat", sel)))
-            as_str = _Memo(str)
+            as_str = _Memo(_id_str)
             pid = _obj(_mapped(as_str, _get("pid", sel)))
             tid = _obj(_mapped(as_str, _get("tid", sel)))
         if kind == KIND_OP:
@@ -267,7 +406,7 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
                 "end_us": zeros,
                 "external_id": _floats_of("external_id", args),
             }
-            step_no = np.fromiter(map(_Memo(_step_number).__getitem__, names), dtype=np.int64, count=m)
+            step_no = np.fromiter(map(_Memo(step_number).__getitem__, names), dtype=np.int64, count=m)
             is_step = (step_no >= 0) & ((cats == "cpu_op") | (cats == "user_annotation"))
             out.cols["steps"] = {
                 "step": step_no[is_step],
@@ -343,11 +482,6 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
     return out
 
 
-def _step_number(name: str) -> int:
-    m = _STEP_RE.match(name)
-    return int(m.group(1)) if m else -1
-
-
 # ---- parallel decoding: split the events array, one forked worker per part ----------------
 
 #: Below this many bytes of JSON, splitting costs more than it saves.
@@ -372,9 +506,8 @@ def split_points(data: Any, parts: int) -> list[tuple[int, int]] | None:
 
     Returns ``[(end_of_last_event_before_cut, start_of_first_event_after_cut), ...]``
     or None when no cut can be placed. A cut is placed at the first ``}``, ``,``, ``{``
-    sequence after each target offset. It need not be right: a cut inside a string or
-    a nested value makes some part invalid JSON, the parts' decoding fails, and the
-    caller decodes the whole buffer in one piece instead.
+    sequence after each target offset. It is only a candidate: :func:`check_part_span`
+    proves it (or the caller decodes the whole buffer in one piece instead).
     """
     key = data.find(b'"traceEvents"')
     if key < 0:
@@ -394,6 +527,33 @@ def split_points(data: Any, parts: int) -> list[tuple[int, int]] | None:
     return cuts
 
 
+def check_part_span(span: tuple[int, int], length: int, first: bool, last: bool) -> None:
+    """Prove that a part's cuts are event boundaries of the top-level ``traceEvents`` array.
+
+    A part is ``{"traceEvents":[`` (unless first) + the original bytes between two cuts +
+    ``]}`` (unless last), ``length`` bytes in all, and it decoded as valid JSON. ``span`` is
+    where the decoded top-level ``traceEvents`` array lies in the part.
+
+    Why this is a proof: appending ``]}`` closes exactly two levels, so a part that ends at
+    a cut decodes only if the cut is outside any string, at depth two: between elements of
+    an array that is the value of a top-level key. That array ends at the part's last
+    ``]`` (``span[1] == length - 1``) only if it is the one the part's ``traceEvents``
+    ends up as. A part that starts at a cut begins with our own ``[``, and its
+    ``traceEvents`` starting there (``span[0]``) shows that no later ``traceEvents`` key
+    replaced it (JSON duplicate keys: the last one wins, in both loaders). By induction from
+    the first part, every cut lies between two events of the one ``traceEvents`` array the
+    reference loader reads -- never in a later top-level array of objects, never in a
+    nested value or a string.
+
+    Raises:
+        Fallback: the span does not prove the cuts.
+    """
+    if not first and span[0] != len(_PREFIX) - 1:
+        raise Fallback
+    if not last and span[1] != length - 1:
+        raise Fallback
+
+
 def _decode_part(holder: list, lo: int, hi: int, first: bool, last: bool) -> tuple[dict, ArrayColumns]:
     """In a forked child: decode ``holder[0][lo:hi]`` as one document, editing the bytes
     around it in place (the child's copy-on-write view; the parent never sees it), then
@@ -408,7 +568,9 @@ def _decode_part(holder: list, lo: int, hi: int, first: bool, last: bool) -> tup
         data[hi : hi + len(_SUFFIX)] = _SUFFIX
         end = hi + len(_SUFFIX)
     view = memoryview(data)[start:end]
-    doc, events = decode_document(view)
+    span: list = []
+    doc, events = decode_document(view, span_out=span)
+    check_part_span(span[0], len(view), first, last)
     view.release()
     holder[0] = None  # unmaps this process's copy of the buffer (a bytearray or a memory map)
     del data, view
@@ -474,8 +636,12 @@ def parse_parallel(holder: list, parts: int, after_fork: Callable[[], None] | No
     Once this process has decoded its part it drops the buffer (``holder[0] = None``),
     so the JSON bytes and the columns of the whole trace are never held at once.
 
+    Every cut is proven to lie between two events of the top-level ``traceEvents`` array
+    (:func:`check_part_span`); otherwise nothing of the parts is used.
+
     Raises:
-        Fallback: no valid cut, or any part failed to decode as the typed fast path.
+        Fallback: no valid cut, a cut not proven, or any part failed to decode as the typed
+            fast path.
             ``holder[0]`` is then either the buffer exactly as it was or None (it was
             already released: read the file again).
     """
@@ -519,7 +685,9 @@ def parse_parallel(holder: list, parts: int, after_fork: Callable[[], None] | No
         data[cut : cut + len(_SUFFIX)] = _SUFFIX
         view = memoryview(data)[: cut + len(_SUFFIX)]
         try:
-            doc0, events0 = decode_document(view)
+            span0: list = []
+            doc0, events0 = decode_document(view, span_out=span0)
+            check_part_span(span0[0], len(view), first=True, last=False)
         except Fallback:
             # the exception's traceback may still hold slices of the buffer: leave the view
             # to be freed with it, and put the bytes back (same length: allowed while exported)

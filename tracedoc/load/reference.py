@@ -29,6 +29,25 @@ from tracedoc.load.categories import (
 _NUM = (int, float)
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 _STREAM_RE = re.compile(r"(\d+)")
+#: The int64 range the frames' integer columns (step, device, stream) hold.
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _in_int64(v: int) -> bool:
+    return INT64_MIN <= v <= INT64_MAX
+
+
+def step_number(name: str) -> int:
+    """N of a ``ProfilerStep#N`` name, or -1 when the name is not one or N does not fit int64
+    (such an annotation is kept as a CPU op, not a step)."""
+    m = _STEP_RE.match(name)
+    if not m:
+        return -1
+    digits = m.group(1)
+    if len(digits) > 19:  # int() of a huge digit string is slow and cannot fit anyway
+        return -1
+    n = int(digits)
+    return n if n <= INT64_MAX else -1
 
 
 def parse_document(data: bytes, path: str) -> dict[str, Any]:
@@ -106,10 +125,10 @@ class ColumnSink:
             o["dur_us"].append(dur)
             o["end_us"].append(0.0)
             o["external_id"].append(_num(args.get("External id")))
-            m = _STEP_RE.match(name)
-            if m and cat in ("cpu_op", "user_annotation"):
+            n = step_number(name)
+            if n >= 0 and cat in ("cpu_op", "user_annotation"):
                 s = c["steps"]
-                s["step"].append(int(m.group(1)))
+                s["step"].append(n)
                 s["name"].append(name)
                 s["ts_us"].append(ts)
                 s["dur_us"].append(dur)
@@ -174,26 +193,35 @@ def _num(v: Any) -> float:
     return float(v)
 
 
-def _int(v: Any, default: int) -> int:
+def _int(v: Any, default: Any) -> Any:
+    """``v`` as an int64-range integer (ints, finite floats truncated, decimal strings), else
+    ``default``: an id beyond int64 (a pid, device or stream of 2**70) is treated as absent."""
     if isinstance(v, bool):
         return default
     if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v == v:
-        return int(v)
-    if isinstance(v, str):
+        return v if _in_int64(v) else default
+    if isinstance(v, float) and -9.3e18 < v < 9.3e18:  # NaN and inf fail both comparisons
+        i = int(v)
+        return i if _in_int64(i) else default
+    if isinstance(v, str) and len(v) <= 40:
         try:
-            return int(v)
+            i = int(v)
         except ValueError:
             return default
+        return i if _in_int64(i) else default
     return default
 
 
 def _stream_from_tid(tid: Any) -> int:
+    """The stream of a GPU event from its ``tid`` (an int, or the first number in a string
+    such as ``"stream 7"``); -1 when there is none or it does not fit int64."""
     if isinstance(tid, int) and not isinstance(tid, bool):
-        return tid
+        return tid if _in_int64(tid) else -1
     m = _STREAM_RE.search(str(tid))
-    return int(m.group(1)) if m else -1
+    if not m or len(m.group(1)) > 19:
+        return -1
+    n = int(m.group(1))
+    return n if _in_int64(n) else -1
 
 
 def collect_events(events: list, path: str, sink: ColumnSink | None = None) -> ColumnSink:

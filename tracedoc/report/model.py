@@ -6,7 +6,7 @@ else bumps it)::
     {"schema_version": 1,
      "tool": {"name": "tracedoc", "version": str},
      "trace": {"primary_device", "path", "n_events", "span_ms", "has_steps", "n_steps", "rank",
-               "device": {...} | null, "devices": [...]},
+               "device": {...} | null, "devices": [...], "dropped_events": {reason: count}},
      "signals": {name: number | bool | null},
      "signals_unavailable": {name: reason},
      "units": {name: unit},
@@ -52,6 +52,8 @@ def summarize_trace(trace: Trace) -> dict[str, Any]:
         "rank": trace.rank,
         "device": dev.to_dict() if dev else None,
         "devices": [d.to_dict() for d in trace.devices],
+        # impossible values dropped at load (negative durations, sizes...), by reason
+        "dropped_events": dict(getattr(trace, "dropped_events", {}) or {}),
     }
 
 

@@ -96,9 +96,15 @@ class SignalContext:
     def get(self, name: str) -> Any:
         """Value of signal ``name``.
 
+        A signal that fails with an unexpected exception (a bug, or a trace odd enough to
+        break an assumption: a zero-length span, an empty selection) does not end the
+        analysis: it becomes unavailable with the reason ``internal error in signal NAME:
+        ExceptionType: message``, so the rules that need it are skipped with that reason.
+        ``MemoryError`` is not converted.
+
         Raises:
             KeyError: no such signal.
-            SignalUnavailable: the signal cannot be computed on this trace.
+            SignalUnavailable: the signal cannot be computed on this trace (or failed).
         """
         if name in self._values:
             return self._values[name]
@@ -110,6 +116,14 @@ class SignalContext:
         except SignalUnavailable as exc:
             self._errors[name] = str(exc)
             raise
+        except MemoryError:
+            raise
+        except Exception as exc:  # never lose the whole analysis to one signal
+            detail = " ".join(str(exc).split())[:200]
+            self._errors[name] = f"internal error in signal {name}: {type(exc).__name__}" + (
+                f": {detail}" if detail else ""
+            )
+            raise SignalUnavailable(self._errors[name]) from None
         self._values[name] = value
         return value
 

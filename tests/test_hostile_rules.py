@@ -1,0 +1,224 @@
+"""Hostile rule files (issue 9 item 10; item 9 for rule folders; issue 9 item 3's
+``knobs = 5``): validated when loaded, the message names the rule file and the field, the
+CLI exits 2 on one line before any trace is read, and every input is bounded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from tracebuilder import budget_rule_toml, dataloader_bound
+
+from tracedoc.engine.expr import MAX_EXPR_DEPTH, Expr
+from tracedoc.engine.rules import (
+    DOC_SECTIONS,
+    MAX_RULE_FILE_BYTES,
+    builtin_rules,
+    load_rule_file,
+    load_rules,
+    parse_rule,
+    parse_toml,
+)
+from tracedoc.errors import RuleError
+
+
+def run(*args, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "tracedoc", *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _rule(**over):
+    d = {
+        "code": "X1",
+        "name": "x-rule",
+        "severity": "info",
+        "summary": "s",
+        "condition": "step_time_ms > 1",
+        "message": "m",
+        "fix": {"summary": "f", "safety": "safe"},
+        "docs": {s: "d" for s in DOC_SECTIONS},
+    }
+    d.update(over)
+    return d
+
+
+# ---- the examples of issue 9 item 10, and variants ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "over, field, problem",
+    [
+        ({"condition": "min() > 1"}, "condition", "min() takes 2 to 64"),
+        ({"estimated_saving_ms": "max(step_time_ms)"}, "estimated_saving_ms", "max() takes 2 to 64"),
+        ({"condition": "abs() > 0"}, "condition", "abs() takes 1"),
+        ({"message": "a { b"}, "message", "invalid template"),
+        ({"message": "closing } alone"}, "message", "invalid template"),
+        ({"message": "{step_time_ms:d} ms"}, "message", "not a numeric spec"),
+        ({"message": "{step_time_ms:s}"}, "message", "not a numeric spec"),
+        ({"message": "{step_time_ms:{step_count}}"}, "message", "nested fields"),
+        ({"message": "{step_time_ms:{step_time_ms.__class__.__doc__[0]}^80}"}, "message", "nested fields"),
+        ({"message": "{step_time_ms!r}"}, "message", "conversions"),
+        ({"message": "{step_time_ms[0]}"}, "message", "not a signal name"),
+        ({"message": "{step_time_ms:>999999999}"}, "message", "width above 200"),
+        ({"message": "{step_time_ms:.999f}"}, "message", "precision above 20"),
+        ({"message": "{0}"}, "message", "not a signal name"),
+        ({"message": "{}"}, "message", "not a signal name"),
+        ({"condition": "not " * 100_000 + "has_steps"}, "condition", "at most 2000"),
+        ({"condition": "not " * (MAX_EXPR_DEPTH + 1) + "has_steps"}, "condition", "nested more than"),
+        ({"condition": "step_time_ms > 1e999"}, "condition", "constant out of range"),
+        ({"condition": "step_time_ms > " + "9" * 400}, "condition", "constant out of range"),
+        ({"fix": {"summary": "f", "safety": "safe", "knobs": 5}}, "fix.knobs", "list of strings"),
+        ({"fix": {"summary": "f", "safety": "safe", "knobs": [1]}}, "fix.knobs", "list of strings"),
+        ({"evidence": "step_time_ms"}, "evidence", "list of strings"),
+        ({"estimated_saving_ms": 5}, "estimated_saving_ms", "must be a string"),
+        ({"saving_basis": ["x"]}, "saving_basis", "must be a string"),
+        ({"docs": "none"}, "docs", "must be a table"),
+        ({"tests": 3}, "tests", "array of tables"),
+        ({"fix": "just do it"}, "fix", "must be a dict"),
+        ({"condition": 1}, "condition", "must be a str"),
+    ],
+)
+def test_bad_rule_named_with_its_field(over, field, problem):
+    with pytest.raises(RuleError) as ei:
+        parse_rule(_rule(**over), "my_rules/bad.toml")
+    msg = str(ei.value)
+    assert msg.startswith("my_rules/bad.toml: ") and field in msg and problem in msg, msg
+    assert "\n" not in msg and len(msg) < 400
+
+
+def test_good_templates_still_render():
+    rule = parse_rule(
+        _rule(
+            message="{step_time_ms:.1f} ms, {dataloader_share:.1%}, {step_count:,.0f} {{literal}} {step_time_ms:>8.2f}"
+        ),
+        "ok.toml",
+    )
+    values = {"step_time_ms": 12.345, "dataloader_share": 0.5, "step_count": 1234.0}
+    assert rule.evaluate(values.__getitem__).message == "12.3 ms, 50.0%, 1,234 {literal}    12.35"
+    assert len(builtin_rules()) >= 7  # every shipped rule passes the stricter checks
+
+
+def test_expression_bounds_are_cheap():
+    t0 = time.perf_counter()
+    for src in ("not " * 100_000 + "x", "(" * 100_000 + "x" + ")" * 100_000, "-" * 100_000 + "x", "x\0"):
+        with pytest.raises(RuleError):
+            Expr(src)
+    assert time.perf_counter() - t0 < 5
+    assert Expr("(" * 50 + "x" + ")" * 50).names == {"x"}  # parentheses alone add no depth
+
+
+# ---- TOML: size and quadratic dotted keys ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("a" + ".a" * 4000 + " = 1\n", "dotted parts"),  # 8 KB: about 1 s in tomllib, 20 s at 40 KB
+        ("[" + ".".join(['"k"'] * 100) + "]\nx = 1\n", "dotted parts"),
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+        ("code = = 1\n", "invalid TOML"),
+        ("# padding\n" * (MAX_RULE_FILE_BYTES // 10 + 1), "larger than"),
+    ],
+    ids=["long_dotted_key", "long_quoted_table", "deep_arrays", "syntax", "too_large"],
+)
+def test_toml_bounds(text, problem):
+    t0 = time.perf_counter()
+    with pytest.raises(RuleError, match=problem):
+        parse_toml(text, "r.toml")
+    assert time.perf_counter() - t0 < 2
+
+
+# ---- rule files and folders: regular files only; exit 2 before the trace is read ---------------
+
+
+def test_cli_bad_rule_exits_2_before_reading_the_trace(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(budget_rule_toml(120).replace("{step_time_ms:.1f}", "{step_time_ms:d}"))
+    # the trace argument is a FIFO nobody writes to: reading it would block
+    fifo = tmp_path / "never.fifo"
+    os.mkfifo(fifo)
+    r = run("analyze", fifo, "--rules", bad, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "bad.toml" in r.stderr and "'message'" in r.stderr
+    assert "cannot analyze" not in r.stderr and "never.fifo" not in r.stderr
+
+
+def test_fifo_in_a_rules_folder_refused_without_blocking(tmp_path):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "budget.toml").write_text(budget_rule_toml(120))
+    os.mkfifo(rules / "pipe.toml")
+    trace = dataloader_bound().write(tmp_path / "t.json")
+    r = run("analyze", trace, "--rules", rules, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "pipe.toml" in r.stderr and "not a regular file" in r.stderr
+
+
+@pytest.mark.parametrize("dev", ["/dev/zero", "/dev/urandom"])
+def test_device_as_rule_file_refused(tmp_path, dev):
+    link = tmp_path / "dev.toml"
+    link.symlink_to(dev)
+    t0 = time.perf_counter()
+    with pytest.raises(RuleError, match="not a regular file"):
+        load_rules([tmp_path])
+    assert time.perf_counter() - t0 < 2
+
+
+def test_oversized_and_non_utf8_rule_files(tmp_path):
+    big = tmp_path / "big.toml"
+    big.write_text("# x\n" * (MAX_RULE_FILE_BYTES // 4 + 1))
+    with pytest.raises(RuleError, match="big.toml: rule file larger than 64 KiB"):
+        load_rule_file(big)
+    bad = tmp_path / "latin1.toml"
+    bad.write_bytes(budget_rule_toml(1).encode().replace(b"budget", b"budg\xe9t"))
+    with pytest.raises(RuleError, match="latin1.toml: not UTF-8"):
+        load_rule_file(bad)
+
+
+def test_rule_file_name_escaped(tmp_path):
+    p = tmp_path / "evil\nname\x1b.toml"
+    p.write_text("code = ")
+    with pytest.raises(RuleError) as ei:
+        load_rule_file(p)
+    assert "\n" not in str(ei.value) and "\x1b" not in str(ei.value) and "evil\\nname\\x1b.toml" in str(ei.value)
+
+
+def test_rules_folder_parsed_once(tmp_path, monkeypatch):
+    import importlib
+
+    rules_mod = importlib.import_module("tracedoc.engine.rules")
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / "budget.toml").write_text(budget_rule_toml(120))
+    reads: list[Path] = []
+    real = rules_mod._read_rule_text
+    monkeypatch.setattr(rules_mod, "_read_rule_text", lambda p: reads.append(p) or real(p))
+    rules_mod._load_rule_file_cached.cache_clear()
+    for _ in range(8):  # as a rank directory does, once per rank
+        assert [r.code for r in load_rules([folder])][-1] == "CI1"
+    assert len(reads) == 1
+    (folder / "budget.toml").write_text(budget_rule_toml(99))  # edited: read again
+    os.utime(folder / "budget.toml", ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert "99" in load_rules([folder])[-1].condition.source and len(reads) == 2
+
+
+def test_loading_rules_never_blocks_on_a_fifo_rule_file(tmp_path):
+    os.mkfifo(tmp_path / "r.toml")
+    done = threading.Event()
+
+    def attempt():
+        try:
+            load_rule_file(tmp_path / "r.toml")
+        except RuleError:
+            done.set()
+
+    t = threading.Thread(target=attempt, daemon=True)
+    t.start()
+    t.join(5)
+    assert done.is_set()
