@@ -56,6 +56,10 @@ STARTUP_OPS = re.compile(
 )
 ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
 ASYNC_MEMCPY = re.compile(r"Memcpy\w*Async")
+# a *kernel*-launch call (cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel, hipLaunchKernel,
+# hipExtModuleLaunchKernel, hipModuleLaunchKernel, cudaLaunchCooperativeKernel): not a memcpy/memset call
+KERNEL_LAUNCH = re.compile(r"Launch\w*Kernel")
+STEP_PREFIX = "ProfilerStep#"
 
 CAUSES = [  # host-wait causes, first match wins; "refill" is reported as blocking_sync
     "blocking_sync",
@@ -180,8 +184,9 @@ def ledger(path):
         g["launch"] = r
         if r is not None:
             launched[id(r)].append(g)
-    launch_calls = [r for r in runtime if id(r) in launched]
-    median_launch = statistics.median(r.get("dur", 0) for r in launch_calls) if launch_calls else 0.0
+    # only kernel-launch calls can be slow first launches, and the median is over them (decision C)
+    kernel_launch_calls = [r for r in runtime if id(r) in launched and KERNEL_LAUNCH.search(r["name"])]
+    median_launch = statistics.median(r.get("dur", 0) for r in kernel_launch_calls) if kernel_launch_calls else 0.0
     slow_launch = max(SLOW_LAUNCH_MIN_US, SLOW_LAUNCH_FACTOR * median_launch)
 
     def is_blocking_runtime(r):
@@ -223,9 +228,11 @@ def ledger(path):
         dev_launch_starts = sorted({g["launch"]["s"] for g in dgpu if g["launch"] is not None})
 
         sets = defaultdict(list)
+        slow = []  # slow first launches (start-up), listed for the tests
         for e in cpu:
             n, c, span = e["name"], e["cat_"], (e["s"], e["e"])
-            sets["other_cpu"].append(span)  # any event of a launching thread
+            if not n.startswith(STEP_PREFIX):  # ProfilerStep#N spans the whole step: no activity (decision A)
+                sets["other_cpu"].append(span)  # any other event of a launching thread
             if c in RUNTIME_CATS:
                 if is_blocking_runtime(e):
                     sets["blocking_sync"].append(span)
@@ -233,10 +240,11 @@ def ledger(path):
                     sets["allocator"].append(span)
                 elif STARTUP_RUNTIME.match(n) or (e.get("dur", 0) > SLOW_LAUNCH_MIN_US and e["s"] < first_gpu):
                     sets["startup"].append(span)
-                if id(e) in launched:
+                if id(e) in launched:  # kernel-launch, memcpy and memset calls alike
                     sets["launch_overhead"].append(span)
-                    if e.get("dur", 0) > slow_launch:
+                    if KERNEL_LAUNCH.search(n) and e.get("dur", 0) > slow_launch:
                         sets["startup"].append(span)
+                        slow.append({"name": n, "ts_us": round(e["s"], 3), "dur_us": e.get("dur", 0)})
                 continue
             if BLOCKING_OPS.match(n):
                 sets["blocking_sync"].append(span)
@@ -289,7 +297,8 @@ def ledger(path):
             "idle_ms": round(sum(mean[k] for k in KEYS), 4),
             "per_step_ms": [{k: round(v / 1e3, 4) for k, v in p.items()} for p in per_step],
             "launching_threads": sorted("/".join(t) for t in threads),
-            "median_launch_us": median_launch,
+            "median_kernel_launch_us": median_launch,
+            "slow_kernel_launches": slow,
         }
     return out
 
