@@ -55,6 +55,7 @@ STARTUP_OPS = re.compile(
     r"torch/_dynamo/convert_frame|torch/_inductor/compile_fx|CachingAutotuner\.benchmark_all_configs)"
 )
 ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
+OPTIMIZER_STEP_PREFIX = "Optimizer.step#"  # cause 6b
 ASYNC_MEMCPY = re.compile(r"Memcpy\w*Async")
 # a *kernel*-launch call (cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel, hipLaunchKernel,
 # hipExtModuleLaunchKernel, hipModuleLaunchKernel, cudaLaunchCooperativeKernel): not a memcpy/memset call
@@ -68,6 +69,7 @@ CAUSES = [  # host-wait causes, first match wins; "refill" is reported as blocki
     "startup",
     "dataloader",
     "zero_grad",
+    "optimizer_step",
     "refill",
     "launch_overhead",
     "other_cpu",
@@ -79,6 +81,7 @@ KEYS = [
     "communication",
     "startup",
     "zero_grad",
+    "optimizer_step",
     "launch_overhead",
     "other_cpu",
     "untraced",
@@ -256,6 +259,8 @@ def ledger(path):
                 sets["dataloader"].append(span)
             if n.startswith(ZERO_GRAD_PREFIX):
                 sets["zero_grad"].append(span)
+            if n.startswith(OPTIMIZER_STEP_PREFIX):
+                sets["optimizer_step"].append(span)
             if id(e) in launching_op:
                 sets["launch_overhead"].append(span)
         # refill: from the end of each blocking call to the next launch on this device (or forever)
