@@ -175,6 +175,8 @@ class _Sniffer:
         if i == len(buf):
             return
         if buf[i] not in _JSON_START:
+            if bytes(buf[i : i + 2]) == GZIP_MAGIC:
+                raise TraceLoadError(self.name, "gzip inside gzip: the data was compressed twice; gunzip it once")
             raise TraceLoadError(self.name, f"invalid JSON (starts with byte 0x{buf[i]:02x}; a trace starts with '{{')")
         m = _CONTROL.search(buf, i, i + _SNIFF_BYTES)
         if m:
