@@ -74,7 +74,11 @@ def exit_code_for(findings, fail_on: str, exit_zero: bool) -> int:
 
 @app.command()
 def analyze(
-    trace: Path = typer.Argument(..., help="A trace (.json or .json.gz), or a directory of per-rank traces."),
+    traces: List[str] = typer.Argument(
+        ...,
+        metavar="TRACE...",
+        help="Trace files (.json, .json.gz), globs, folders (ranks of one job, or unrelated traces) or fsspec URLs.",
+    ),
     format: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
     fail_on: Level = typer.Option(Level.info, "--fail-on", help="Exit 1 when a finding has this severity or higher."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when there are findings."),
@@ -89,7 +93,7 @@ def analyze(
         "--jobs",
         "-j",
         min=1,
-        help="Worker processes for a directory of per-rank traces (default: min(CPUs, traces)).",
+        help="Worker processes for several traces (default: min(CPUs, traces)); LocalCluster workers with --scheduler local.",
     ),
     rules: Optional[List[Path]] = typer.Option(
         None,
@@ -97,22 +101,42 @@ def analyze(
         metavar="PATH",
         help="Extra rule files (TOML) or folders of them, e.g. a CI budget; repeatable.",
     ),
+    # -- several traces (tracedoc/ranks) --
+    scheduler: Optional[str] = typer.Option(
+        None, "--scheduler", help="Run the per-trace jobs on Dask: 'local' (a LocalCluster) or tcp://HOST:8786."
+    ),
+    ranks: Optional[bool] = typer.Option(
+        None, "--ranks/--no-ranks", help="Treat the traces as ranks of one job (default: decided from the traces)."
+    ),
+    follow_symlinks: bool = typer.Option(False, "--follow-symlinks", help="Follow symlinks that leave a folder."),
+    strict: bool = typer.Option(False, "--strict", help="An incomplete analysis (a trace that failed) is a failure."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the frame cache."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Frame cache folder (default: user cache dir)."),
 ) -> None:
-    """Analyze a trace (or a directory of per-rank traces) and print ranked findings."""
+    """Analyze traces (one, several, a glob, or a folder of per-rank traces) and print ranked findings."""
     from tracedoc.progress import progress_for
+    from tracedoc.ranks.command import analyze_many, progress_path, render_many, wants_many
 
+    label = traces[0] if len(traces) == 1 else " ".join(traces)
     try:
-        with progress_for(trace, json_output=format is Format.json) as progress:
-            if trace.is_dir():
-                from tracedoc.ranks import analyze_directory
+        from tracedoc.cache import default_cache
 
-                report = analyze_directory(
-                    trace,
+        cache = default_cache(cache_dir, enabled=not no_cache)
+        many = wants_many(traces, ranks, scheduler)
+        with progress_for(progress_path(traces), json_output=format is Format.json) as progress:
+            if many:
+                report = analyze_many(
+                    traces,
                     jobs=jobs,
+                    scheduler=scheduler,
                     select=select,
                     ignore=ignore,
-                    progress=progress,
                     rule_paths=[str(r) for r in rules or []],
+                    ranks=ranks,
+                    follow_symlinks=follow_symlinks,
+                    strict=strict,
+                    cache_dir=str(cache.directory) if cache else None,
+                    progress=progress,
                 )
             else:
                 from tracedoc.load import load
@@ -122,7 +146,7 @@ def analyze(
                     from tracedoc.engine.rules import load_rules
 
                     extra = load_rules(list(rules))
-                loaded = load(trace, progress=progress)  # imports pandas while its workers decode
+                loaded = load(traces[0], progress=progress, cache=cache)  # imports pandas while its workers decode
                 from tracedoc.engine import analyze_trace
 
                 if progress:
@@ -132,29 +156,49 @@ def analyze(
     except TracedocError as exc:
         raise fail(str(exc), exc.exit_code) from None
     except MemoryError:
-        raise fail(f"{trace}: out of memory while analyzing") from None
+        raise fail(f"{label}: out of memory while analyzing") from None
     except Exception as exc:  # never a traceback for a bad trace
         if os.environ.get("TRACEDOC_DEBUG"):
             raise
         raise fail(
-            f"{trace}: cannot analyze ({type(exc).__name__}: {exc}); set TRACEDOC_DEBUG=1 for a traceback"
+            f"{label}: cannot analyze ({type(exc).__name__}: {exc}); set TRACEDOC_DEBUG=1 for a traceback"
         ) from None
     from tracedoc.report.render import ConsoleRenderer, JsonRenderer, MarkdownRenderer
 
-    if format is Format.json:  # a Report or a MultiRankReport: both have to_dict()
+    if many:
+        render_many(report, format.value)
+    elif format is Format.json:
         sys.stdout.write(JsonRenderer().render(report) + "\n")
-    elif trace.is_dir():
-        from tracedoc.ranks import render_markdown, render_text
-
-        if format is Format.markdown:
-            sys.stdout.write(render_markdown(report))
-        else:
-            render_text(report, Console(highlight=False))
     elif format is Format.markdown:
         sys.stdout.write(MarkdownRenderer().render(report))
     else:
         ConsoleRenderer(Console(highlight=False)).render(report)
     raise typer.Exit(exit_code_for(report.findings, fail_on.value, exit_zero))
+
+
+cache_app = typer.Typer(help="The frame cache: Parquet copies of loaded traces (see docs/scale.md).")
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("info")
+def cache_info(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder.")) -> None:
+    """Print the cache folder, its entries and their size."""
+    from tracedoc.cache import FrameCache
+
+    i = FrameCache(cache_dir).info()
+    print(f"{i.directory}: {i.entries} entr{'y' if i.entries == 1 else 'ies'}, {i.bytes / 1e6:,.1f} MB")
+    if not i.available:
+        print("pyarrow is not installed: nothing is cached (pip install 'tracedoc[cache]')")
+
+
+@cache_app.command("clear")
+def cache_clear(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder.")) -> None:
+    """Remove every cache entry."""
+    from tracedoc.cache import FrameCache
+
+    c = FrameCache(cache_dir)
+    n = c.clear()
+    print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {c.directory}")
 
 
 @app.command("rules")

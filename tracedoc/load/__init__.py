@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from typing import TYPE_CHECKING, Callable
 
 from tracedoc.load.reference import collect_events, parse_document
 from tracedoc.load.source import read_trace_bytes
 
 if TYPE_CHECKING:
+    from tracedoc.cache import FrameCache
     from tracedoc.trace import Trace
 
 ENGINES = ("fast", "reference")
+_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
 def _import_frame_stage() -> None:
@@ -31,11 +34,21 @@ def _import_frame_stage() -> None:
     import tracedoc.load.build  # noqa: F401  (imported for its side effect: the import itself)
 
 
+def _read_bytes(p: str, progress: Callable[[str], None] | None = None):
+    """The hook between local files and fsspec URLs (``PROTOCOL://...``)."""
+    if _URL.match(p):
+        from tracedoc.load.remote import read_remote_bytes
+
+        return read_remote_bytes(p, progress)
+    return read_trace_bytes(p, progress)
+
+
 def load(
     path: str | os.PathLike[str],
     engine: str = "fast",
     progress: Callable[[str], None] | None = None,
     workers: int | None = None,
+    cache: FrameCache | None = None,
 ) -> Trace:
     """Load a PyTorch Profiler trace (``.json`` or gzipped, detected by magic bytes).
 
@@ -49,6 +62,11 @@ def load(
         progress: optional callback receiving short status lines (for a progress display).
         workers: processes the fast engine may decode a large trace in (forked, Linux);
             default: the CPUs this process may use; 1 decodes in this process only.
+        cache: a :class:`tracedoc.cache.FrameCache`: frames come from it when its entry
+            for this file is current, and are stored in it after a load (default: none).
+
+    A path with a protocol (``s3://``, ``file://``, ``memory://``) is read through fsspec
+    (:mod:`tracedoc.load.remote`).
 
     Raises:
         tracedoc.errors.TraceLoadError: with a one-line message naming the file and the
@@ -58,10 +76,12 @@ def load(
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown loader engine {engine!r}; expected one of {ENGINES}")
+    if cache is not None:
+        return cache.load(path, lambda: load(path, engine, progress, workers))
     p = str(path)
     if progress:
         progress("reading")
-    data = read_trace_bytes(p, progress)
+    data = _read_bytes(p, progress)
     if engine == "fast":
         from tracedoc.load.fast import Fallback, collect_columns, decode_document, parallel_parts, parse_parallel
 
@@ -80,7 +100,7 @@ def load(
                 try:
                     doc, cols = parse_parallel(holder, parts, after_fork=_import_frame_stage)  # releases the buffer
                 except Fallback:  # no clean cut, or a part needs the reference loader: one piece
-                    data = holder[0] if holder[0] is not None else read_trace_bytes(p)
+                    data = holder[0] if holder[0] is not None else _read_bytes(p)
                 del holder
             if cols is None:
                 doc, events = decode_document(data, progress)
@@ -98,7 +118,7 @@ def load(
             if gc_was_enabled:
                 gc.enable()
         if "data" not in locals():
-            data = read_trace_bytes(p)
+            data = _read_bytes(p)
     return _load_reference(data, p)
 
 

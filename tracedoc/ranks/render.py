@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tracedoc.ranks.summary import MultiRankReport
+from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport
 
 
 def _fmt_ms(v: Any) -> str:
@@ -67,6 +67,94 @@ def render_text(mr: MultiRankReport, console: Any) -> None:
                 )  # the brackets too: not a style tag
     if not s["findings"]:
         console.print("  [green]no findings on any rank[/]")
+    _print_collectives(s, console)
+    _print_exposed(s, console)
+    _print_left_out(mr, console)
+
+
+def _print_collectives(s: dict, console: Any) -> None:
+    from rich.markup import escape
+
+    c = s.get("collectives")
+    if not c:
+        return
+    console.print(
+        f"\n[bold]collectives[/] ({c['n_matched']:,} matched across {c['n_ranks']} ranks, from {c['source']})"
+    )
+    if c["straggler"] is None:
+        console.print("  no straggler: the matched collectives took equally long on every rank")
+        return
+    per_step = c.get("straggler_lag_ms_per_step")
+    console.print(
+        f"  straggler: [bold]{escape(c['straggler'])}[/] (arrived last in {c['straggler_last_share']:.0%} of them); "
+        f"the others waited {c['straggler_lag_ms_total']:.2f} ms for it"
+        + (f", {per_step:.2f} ms per step (median)" if per_step is not None else "")
+    )
+    for k in c["kinds"]:
+        if k["straggler"]:
+            console.print(
+                f"    {escape(k['kind'])} x{k['count']}: last mostly {escape(k['straggler'])}, "
+                f"lag {k['lag_ms_total']:.2f} ms in all (median {k['lag_ms_median']:.3f} ms)"
+            )
+    steps = [st for st in c["per_step"] if st["step"] is not None and st["straggler"]]
+    if steps:
+        console.print(
+            "  per step: "
+            + ", ".join(f"#{st['step']} {escape(st['straggler'])} {st['lag_ms']:.2f} ms" for st in steps[:12])
+            + (" ..." if len(steps) > 12 else "")
+        )
+    for w in c["worst"][:3]:
+        step = f" (step {w['step']})" if w["step"] is not None else ""
+        console.print(
+            f"  worst: {escape(w['kind'])} #{w['index']}{step}: {escape(w['straggler'])} {w['lag_ms']:.3f} ms late"
+        )
+
+
+def _print_exposed(s: dict, console: Any) -> None:
+    from rich.markup import escape
+
+    e = s.get("exposed_comm_ms")
+    if e:
+        console.print(
+            "  exposed communication per step: " + ", ".join(f"{escape(k)} {_fmt_ms(v)} ms" for k, v in e.items())
+        )
+
+
+def _print_left_out(mr: Any, console: Any) -> None:
+    from rich.markup import escape
+
+    for r in mr.failed:
+        console.print(f"[red]failed[/]: {escape(r.error or r.path)}")
+    if mr.skipped:
+        console.print(
+            f"skipped {len(mr.skipped)}: " + escape(", ".join(f"{Path(p).name} ({why})" for p, why in mr.skipped))
+        )
+    for p in mr.followed:
+        console.print(f"followed symlink outside the folder: {escape(p)}")
+
+
+def render_multi_text(mt: MultiTraceReport, console: Any) -> None:
+    """One full single-trace report per trace, each under a rule naming the file; then
+    what failed and what was skipped."""
+    from rich.markup import escape
+
+    from tracedoc.report.render import ConsoleRenderer
+
+    console.print(f"[bold]tracedoc[/]: {len(mt.traces)} unrelated trace{'s' if len(mt.traces) != 1 else ''}")
+    for r in mt.traces:
+        console.rule(escape(r.path))
+        ConsoleRenderer(console).render(r.report)
+    _print_left_out(mt, console)
+
+
+def render_multi_markdown(mt: MultiTraceReport) -> str:
+    """The Markdown report of each trace, one after another."""
+    from tracedoc.report.render import MarkdownRenderer
+
+    parts = [MarkdownRenderer().render(r.report) for r in mt.traces]
+    tail = [f"- failed: `{r.path}`: {r.error}" for r in mt.failed]
+    tail += [f"- skipped: `{p}` ({why})" for p, why in mt.skipped]
+    return "\n".join(parts) + ("\n" + "\n".join(tail) + "\n" if tail else "")
 
 
 def render_markdown(mr: MultiRankReport) -> str:
@@ -96,9 +184,19 @@ def render_markdown(mr: MultiRankReport) -> str:
             f"- median step time {_fmt_ms(s['median_step_time_ms'])} ms; slowest {s['slowest_rank']} "
             f"at {s['slowest_step_time_ms']:.2f} ms{lag}"
         )
+    c = s.get("collectives")
+    if c and c["straggler"]:
+        per_step = c.get("straggler_lag_ms_per_step")
+        lines.append(
+            f"- straggler (from {c['n_matched']} matched collectives): {c['straggler']}, arrived last in "
+            f"{c['straggler_last_share']:.0%}; others waited {c['straggler_lag_ms_total']:.2f} ms"
+            + (f" ({per_step:.2f} ms per step)" if per_step is not None else "")
+        )
     for f in s["findings"]:
         lines.append(
             f"- {f['code']} `{f['name']}` ({f['severity']}): on {f['n_ranks']}/{s['n_ranks']} ranks "
             f"({f['scope']}): {', '.join(f['ranks'])}"
         )
+    lines += [f"- failed: `{r.path}`: {r.error}" for r in mr.failed]
+    lines += [f"- skipped: `{p}` ({why})" for p, why in mr.skipped]
     return "\n".join(lines) + "\n"
