@@ -24,7 +24,11 @@ from the manifest (corrupt), or the frames read back lack a documented column.
 Entries are written to a temporary folder and renamed into place, so a crash or a
 concurrent writer never leaves half an entry under the final name.
 
-Only local regular files are cached (not ``-``, FIFOs or URLs). Needs ``pyarrow``
+Only local regular files of at least :data:`MIN_BYTES` on disk are cached (not ``-``,
+FIFOs or URLs): a smaller trace parses in well under a second, and caching it would
+only add a write. The folder is kept under :data:`MAX_BYTES` (``TRACEDOC_CACHE_MAX_BYTES``)
+by removing the least recently used entries after each write, and entries whose trace
+file no longer exists. Needs ``pyarrow``
 (``pip install 'tracedoc[cache]'``); without it :func:`default_cache` returns None and
 nothing is cached.
 """
@@ -47,6 +51,10 @@ if TYPE_CHECKING:
     from tracedoc.trace import Trace
 
 LAYOUT = "v1"
+#: Traces smaller than this on disk are not cached (``TRACEDOC_CACHE_MIN_BYTES``).
+MIN_BYTES = int(os.environ.get("TRACEDOC_CACHE_MIN_BYTES", 4 << 20))
+#: The cache folder is trimmed to this many bytes (least recently used entries go first).
+MAX_BYTES = int(os.environ.get("TRACEDOC_CACHE_MAX_BYTES", 8 << 30))
 _HEAD = 1 << 20
 _BLOCK = 64 << 10
 _BLOCKS = 64
@@ -124,8 +132,15 @@ class FrameCache:
         directory: the cache folder; created on the first write.
     """
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        min_bytes: int = MIN_BYTES,
+        max_bytes: int = MAX_BYTES,
+    ) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
         #: what the last :meth:`load` did: ``"hit"``, ``"miss"``, ``"stale"``, ``"corrupt"`` or ``"off"``.
         self.last: str = "off"
 
@@ -139,7 +154,7 @@ class FrameCache:
             st = os.stat(p)
         except OSError:
             return None
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode) or st.st_size < self.min_bytes:
             return None
         from tracedoc.schema import FRAME_COLUMNS
 
@@ -182,6 +197,10 @@ class FrameCache:
             self.last = "corrupt"
             return None
         self.last = "hit"
+        try:
+            os.utime(d / "manifest.json")  # recently used: evicted last
+        except OSError:
+            pass
         return trace
 
     def _read(self, d: Path, manifest: dict[str, Any], path: str) -> Trace:
@@ -265,10 +284,39 @@ class FrameCache:
             if final.exists():
                 shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
-            return True
         except Exception:
             shutil.rmtree(tmp, ignore_errors=True)
             return False
+        self.evict(keep=final)
+        return True
+
+    def evict(self, keep: Path | None = None) -> int:
+        """Remove entries whose trace file is gone, then the least recently used ones until
+        the folder holds at most ``max_bytes``; returns how many were removed."""
+        import orjson
+
+        root = self.directory / LAYOUT
+        entries = []
+        for e in root.iterdir() if root.is_dir() else []:
+            if not e.is_dir() or e.name.startswith("."):
+                continue
+            try:
+                m = e / "manifest.json"
+                used = m.stat().st_mtime
+                size = sum(f.stat().st_size for f in e.iterdir())
+                source = orjson.loads(m.read_bytes())["key"]["path"]
+            except (OSError, ValueError, KeyError, TypeError):
+                used, size, source = 0.0, 0, None
+            entries.append((used, size, e, source))
+        removed = 0
+        total = sum(x[1] for x in entries)
+        for _used, size, e, source in sorted(entries, key=lambda x: x[0]):
+            gone = source is None or not os.path.exists(source)
+            if e != keep and (gone or total > self.max_bytes):
+                shutil.rmtree(e, ignore_errors=True)
+                total -= size
+                removed += 1
+        return removed
 
     def load(self, path: str | os.PathLike[str], build: Callable[[], Trace]) -> Trace:
         """The trace at ``path`` from the cache, else ``build()`` it and cache the result.

@@ -63,7 +63,7 @@ def run_dask(
     """Run :func:`analyze_one` on every file on a Dask cluster.
 
     Args:
-        scheduler: ``"local"`` (a :class:`distributed.LocalCluster` of ``workers``
+        scheduler: (connection timeout ``$TRACEDOC_DASK_TIMEOUT``, default 10 s) ``"local"`` (a :class:`distributed.LocalCluster` of ``workers``
             single-threaded worker processes on this machine, closed afterwards) or a
             scheduler address such as ``tcp://HOST:8786``.
         workers: LocalCluster worker processes (default ``min(CPUs, files)``).
@@ -90,7 +90,7 @@ def run_dask(
             )
             client = Client(cluster)
         else:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=os.environ.get("TRACEDOC_DASK_TIMEOUT", "10s"))
     except (OSError, TimeoutError, ValueError) as exc:
         if cluster is not None:
             cluster.close()
