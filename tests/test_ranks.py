@@ -248,3 +248,155 @@ def test_real_traces_as_ranks(tmp_path):
     solo = json.loads(single.stdout)
     assert doc["ranks"][2]["report"]["signals"] == solo["signals"]
     assert doc["ranks"][2]["report"]["findings"] == solo["findings"]
+
+
+# -- several inputs: files, globs, unrelated folders, URLs (issue 11, inputs) -------------------------
+
+
+def test_several_files_and_a_glob_give_one_report_each(tmp_path):
+    TraceBuilder().step(1, 0, 100).op("aten::mm", 0, 50).write(tmp_path / "a.json")
+    dataloader_bound(n_steps=3).write(tmp_path / "b.json")
+    (tmp_path / "c.txt").write_text("not matched by the glob")
+    r = runner.invoke(app, ["analyze", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-f", "json", "-j", "1"])
+    assert r.exit_code == 1, r.output  # b is DataLoader-bound: findings
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "multi-trace" and [t["path"].rsplit("/", 1)[-1] for t in doc["traces"]] == [
+        "a.json",
+        "b.json",
+    ]
+    codes_b = {f["code"] for f in doc["traces"][1]["report"]["findings"]}
+    assert "TD101" in codes_b and "TD101" not in {f["code"] for f in doc["traces"][0]["report"]["findings"]}
+    r = runner.invoke(app, ["analyze", str(tmp_path / "*.json"), "-f", "json", "-j", "1", "--exit-zero"])
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["traces"]) == 2
+    r = runner.invoke(app, ["analyze", str(tmp_path / "*.nothing")])
+    assert r.exit_code == 2 and "no file matches" in r.stderr
+    # a single file stays the single-trace report
+    r = runner.invoke(app, ["analyze", str(tmp_path / "b.json"), "-f", "json", "--exit-zero"])
+    assert "kind" not in json.loads(r.stdout) and "findings" in json.loads(r.stdout)
+
+
+def test_the_fixtures_folder_of_unrelated_traces(tmp_path):
+    """`tracedoc analyze fixtures/`: the project's own folder of unrelated real traces, one report each."""
+    r = runner.invoke(app, ["analyze", str(FIXTURES), "-f", "json", "-j", "2", "--no-cache", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    names = sorted(p.name for p in FIXTURES.iterdir() if p.name.endswith(".gz"))
+    assert doc["kind"] == "multi-trace" and not doc["failed"]
+    assert [t["path"].rsplit("/", 1)[-1] for t in doc["traces"]] == names
+    assert {s["path"].rsplit("/", 1)[-1] for s in doc["skipped"]} == {"PROVENANCE.md", "licenses"}
+    # cpu_only_gloo (rank 34 of 300) and the DDP traces carry ranks, but not of one job
+    assert all(t["report"]["schema_version"] == 1 for t in doc["traces"])
+
+
+def test_fsspec_memory_folder_as_ranks():
+    """Paths through fsspec: a memory:// folder (in-process: memory:// is per process)."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for r, step in ((0, 1000.0), (1, 1000.0), (2, 1500.0)):
+        with fs.open(f"/fleetjob/rank-{r}.json", "wb") as fh:
+            fh.write(json.dumps(_rank_trace(step, dl_us=20.0 if r != 2 else 700.0, rank=r)).encode())
+    with fs.open("/fleetjob/.hidden.json", "wb") as fh:
+        fh.write(b"{}")
+    try:
+        r = runner.invoke(app, ["analyze", "memory://fleetjob", "-j", "1", "-f", "json", "--exit-zero"])
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        assert doc["kind"] == "multi-rank" and [x["rank"] for x in doc["ranks"]] == [0, 1, 2]
+        p0 = doc["ranks"][0]["path"]  # fsspec's own spelling of the URL (memory:///fleetjob/...)
+        assert p0.startswith("memory://") and p0.endswith("fleetjob/rank-0.json")
+        assert doc["summary"]["slowest_rank"] == "rank 2"
+        assert [s["reason"] for s in doc["skipped"]] == ["hidden"]
+        # one URL of one trace: the single-trace report, read through fsspec
+        r = runner.invoke(app, ["analyze", "memory://fleetjob/rank-2.json", "-f", "json", "--exit-zero"])
+        assert r.exit_code == 0 and json.loads(r.stdout)["signals"]["step_time_ms"] == pytest.approx(1.5)
+        r = runner.invoke(app, ["analyze", "memory://fleetjob/missing.json"])
+        assert r.exit_code == 2 and "memory://fleetjob/missing.json" in r.stderr
+    finally:
+        fs.rm("/fleetjob", recursive=True)
+
+
+def test_file_url_gzip_ranks_in_worker_processes(tmp_path):
+    """file:// URLs, gzipped, each read by its own worker process (-j 2)."""
+    import gzip
+
+    d = tmp_path / "job"
+    d.mkdir()
+    for r in range(3):
+        (d / f"rank-{r}.json.gz").write_bytes(gzip.compress(json.dumps(_rank_trace(1000.0 + 100 * r)).encode()))
+    (d / "rank-3.json.gz").write_bytes(gzip.compress(json.dumps(_rank_trace(1000.0)).encode())[:40])
+    r = runner.invoke(app, ["analyze", f"file://{d}", "-j", "2", "-f", "json", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [x["rank"] for x in doc["ranks"]] == [0, 1, 2] and doc["summary"]["slowest_rank"] == "rank 2"
+    assert "truncated gzip" in doc["failed"][0]["error"] and doc["failed"][0]["path"].startswith("file://")
+
+
+# -- collectives across ranks: the straggler (issue 8, multi-rank) ------------------------------------
+
+
+def _comm_rank(rank: int, durs: dict[str, list[float]], world: int = 3) -> dict:
+    """Two steps of 1 ms; in each, one AllReduce and one AllGather kernel whose durations are given."""
+    b = TraceBuilder()
+    for s in range(2):
+        t0 = s * 1000.0
+        b.step(s + 1, t0, 1000.0).op("aten::mm", t0 + 10, 50)
+        b.kernel("sgemm_kernel", t0 + 10, t0 + 20, 200)
+        b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 300, t0 + 300, durs["AllReduce"][s])
+        b.kernel("ncclDevKernel_AllGather_RING_LL", t0 + 600, t0 + 600, durs["AllGather"][s])
+    d = b.doc()
+    d["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
+    return d
+
+
+def test_collectives_name_the_straggler_per_collective_and_step(tmp_path):
+    # hand-made durations (µs). Step 1: rank 2 is late (the others wait 100); step 2: rank 0 is
+    # late at the AllReduce only (others wait 40 and 60).
+    durs = {
+        0: {"AllReduce": [150.0, 50.0], "AllGather": [130.0, 30.0]},
+        1: {"AllReduce": [150.0, 90.0], "AllGather": [130.0, 30.0]},
+        2: {"AllReduce": [50.0, 110.0], "AllGather": [30.0, 30.0]},
+    }
+    for r, dd in durs.items():
+        (tmp_path / f"r{r}.json").write_text(json.dumps(_comm_rank(r, dd)))
+    mr = analyze_directory(tmp_path, jobs=1)
+    c = mr.summary["collectives"]
+    # hand count: AllReduce step 1: rank 2 last, others wait 100, 100 -> lag 100; step 2: rank 0 last,
+    # waits 40 (rank 1), 60 (rank 2) -> lag median 50. AllGather step 1: rank 2, lag 100; step 2: tie, 0.
+    assert c["source"] == "kernels" and c["n_matched"] == 4
+    assert c["straggler"] == "rank 2" and mr.summary["straggler"] == "rank 2"
+    assert c["caused_wait_ms"] == {"rank 0": 0.05, "rank 1": 0.0, "rank 2": 0.2}
+    assert c["straggler_lag_ms_total"] == 0.2
+    assert c["per_step"] == [
+        {"step": 1, "straggler": "rank 2", "lag_ms": 0.2},
+        {"step": 2, "straggler": "rank 0", "lag_ms": 0.05},
+    ]
+    by_kind = {k["kind"]: k for k in c["kinds"]}
+    assert by_kind["AllReduce"]["lag_ms_total"] == 0.15 and by_kind["AllGather"]["lag_ms_total"] == 0.1
+    w = c["worst"][0]
+    assert (w["straggler"], w["lag_ms"], w["step"]) == ("rank 2", 0.1, 1)
+    assert w["wait_ms"] == {"rank 0": 0.1, "rank 1": 0.1, "rank 2": 0.0}
+
+
+def test_equal_collectives_have_no_straggler_and_counts_that_differ_are_said(tmp_path):
+    same = {"AllReduce": [80.0, 80.0], "AllGather": [40.0, 40.0]}
+    for r in range(2):
+        (tmp_path / f"r{r}.json").write_text(json.dumps(_comm_rank(r, same, world=2)))
+    c = analyze_directory(tmp_path, jobs=1).summary["collectives"]
+    assert c["straggler"] is None and c["straggler_lag_ms_total"] == 0.0
+    doc = _comm_rank(1, same, world=2)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if "AllGather" not in str(e.get("name"))][:]
+    (tmp_path / "r1.json").write_text(json.dumps(doc))
+    c = analyze_directory(tmp_path, jobs=1).summary["collectives"]
+    assert [k["kind"] for k in c["kinds"]] == ["AllReduce"]  # AllGather exists on one rank only
+
+
+def test_gloo_cpu_collectives_on_cpu_only_ranks(tmp_path):
+    """CPU-only gloo ranks: the blocking gloo:* ops are compared (the real gloo trace's shape)."""
+    for r, dur in ((0, 500.0), (1, 200.0)):  # rank 1's op is shortest: the others waited for it
+        b = TraceBuilder().step(1, 0, 1000).op("gloo:all_reduce", 100, dur).op("gloo:all_reduce", 700, 100)
+        d = b.doc()
+        d["distributedInfo"] = {"backend": "gloo", "rank": r, "world_size": 2}
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(d))
+    c = analyze_directory(tmp_path, jobs=1).summary["collectives"]
+    assert c["source"] == "gloo ops" and c["straggler"] == "rank 1" and c["straggler_lag_ms_total"] == 0.3
