@@ -400,3 +400,17 @@ def test_gloo_cpu_collectives_on_cpu_only_ranks(tmp_path):
         (tmp_path / f"rank{r}.json").write_text(json.dumps(d))
     c = analyze_directory(tmp_path, jobs=1).summary["collectives"]
     assert c["source"] == "gloo ops" and c["straggler"] == "rank 1" and c["straggler_lag_ms_total"] == 0.3
+
+
+def test_exposed_communication_per_rank_when_the_signal_exists(synthetic_dir):
+    """The summary carries each rank's `exposed_comm_ms` signal when the reports have it."""
+    from tracedoc.ranks import summarize
+
+    mr = analyze_directory(synthetic_dir, jobs=1)
+    if "exposed_comm_ms" not in mr.ranks[0].report.signals:  # the signal arrives with the ledger work
+        assert "exposed_comm_ms" not in mr.summary
+        for i, r in enumerate(mr.ranks):
+            r.report.signals["exposed_comm_ms"] = 1.5 * i
+    s = summarize(mr.ranks)
+    assert set(s["exposed_comm_ms"]) == {"rank 0", "rank 1", "rank 2", "rank 3"}
+    assert all(v is None or v >= 0 for v in s["exposed_comm_ms"].values())
