@@ -123,6 +123,7 @@ class RankResult:
         collectives: the rank's collective timings (None when it has none).
         error: ``"<path>: <problem>"``, one line, when the trace could not be analyzed.
         seconds: wall time of the job in the worker (a timing: not part of the JSON summary).
+        cpu_seconds: CPU time of the job's thread in the worker (``time.thread_time``).
     """
 
     path: str
@@ -133,6 +134,7 @@ class RankResult:
     collectives: Collectives | None = None
     error: str | None = None
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     @property
     def label(self) -> str:
@@ -164,7 +166,7 @@ def analyze_one(
     from tracedoc.engine import analyze_trace, load_rules
     from tracedoc.load import load
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     out = RankResult(path=path)
     try:
         cache = None
@@ -190,6 +192,7 @@ def analyze_one(
         return out
     finally:
         out.seconds = time.perf_counter() - t0
+        out.cpu_seconds = time.thread_time() - c0
     info = trace.metadata.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("world_size"), int) and not isinstance(info["world_size"], bool):
         out.world_size = info["world_size"]
