@@ -92,7 +92,13 @@ def run_dask(
             # fork, not Dask's default spawn: a spawned worker and its nanny re-import
             # distributed, pandas and tracedoc (about 3 s of CPU per worker, measured in
             # docs/scale.md); forked ones inherit them, as the process pool's workers do
-            with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
+            # and no statistical profiler: it samples the task thread every 10 ms, taking
+            # the GIL from the analysis each time (a result carries no profile anyway)
+            settings = {
+                "distributed.worker.multiprocessing-method": "fork",
+                "distributed.worker.profile.enabled": False,
+            }
+            with dask.config.set(settings):
                 cluster = LocalCluster(
                     n_workers=n,
                     threads_per_worker=1,
