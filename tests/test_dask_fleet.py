@@ -64,3 +64,22 @@ def test_unreachable_scheduler_is_one_line_exit_2(rank_dir, monkeypatch):
     r = runner.invoke(app, ["analyze", str(d), "--scheduler", "tcp://127.0.0.1:9", "--no-cache"])
     assert r.exit_code == 2
     assert r.stderr.strip().count("\n") == 0 and "Dask scheduler" in r.stderr
+
+
+def test_existing_cluster_by_address(tmp_path):
+    """`--scheduler tcp://HOST:PORT`: an existing cluster (here one started by the test) runs the jobs."""
+    from distributed import LocalCluster
+    from tracebuilder import dataloader_bound
+
+    for r, (step, dl) in enumerate(((1000.0, 20.0), (1000.0, 20.0), (1500.0, 700.0))):
+        d = dataloader_bound(n_steps=4, step_us=step, dl_us=dl).doc()
+        d["distributedInfo"] = {"backend": "nccl", "rank": r, "world_size": 3}
+        (tmp_path / f"rank-{r}.json").write_text(json.dumps(d))
+    pool, _, _ = _run([str(tmp_path), "--jobs", "1"])
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None
+    ) as cluster:
+        remote, run, _ = _run([str(tmp_path), "--scheduler", cluster.scheduler_address])
+    assert run["executor"] == "dask" and run["scheduler"].startswith("tcp://")
+    assert json.dumps(pool) == json.dumps(remote)
+    assert remote["summary"]["slowest_rank"] == "rank 2"
