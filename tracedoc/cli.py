@@ -76,7 +76,7 @@ def exit_code_for(findings, fail_on: str, exit_zero: bool) -> int:
 def analyze(
     traces: List[str] = typer.Argument(
         ...,
-        metavar="TRACE...",
+        metavar="TRACE",
         help="Trace files (.json, .json.gz), globs, folders (ranks of one job, or unrelated traces) or fsspec URLs.",
     ),
     format: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
