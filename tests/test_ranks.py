@@ -74,6 +74,7 @@ def test_summary_slowest_rank_and_scoped_findings(synthetic_dir):
 def test_parallel_workers_give_the_same_result(synthetic_dir):
     one = analyze_directory(synthetic_dir, jobs=1).to_dict()
     two = analyze_directory(synthetic_dir, jobs=2).to_dict()
+    assert one.pop("run")["workers"] == 1 and two.pop("run")["workers"] == 2  # timings differ, nothing else
     assert json.dumps(one, sort_keys=True, default=str) == json.dumps(two, sort_keys=True, default=str)
 
 
@@ -98,20 +99,83 @@ def test_cli_text_and_markdown(synthetic_dir):
     assert r.exit_code == 0 and "| rank |" in r.stdout and "Cross-rank summary" in r.stdout
 
 
-def test_bad_file_in_directory_one_line_error_exit_2(synthetic_dir):
+def test_bad_file_in_directory_is_a_failed_rank(synthetic_dir):
+    """Issue 9 item 11: one broken rank is reported as failed; the rest are analyzed."""
     (synthetic_dir / "rank-4.json").write_bytes(b'{"traceEvents": [')
-    r = runner.invoke(app, ["analyze", str(synthetic_dir), "-j", "2"])
+    r = runner.invoke(app, ["analyze", str(synthetic_dir), "-j", "2", "--format", "json", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [x["rank"] for x in doc["ranks"]] == [0, 1, 2, 3]
+    assert len(doc["failed"]) == 1 and doc["failed"][0]["path"].endswith("rank-4.json")
+    assert "invalid JSON" in doc["failed"][0]["error"]
+    assert doc["summary"]["n_ranks"] == 4 and doc["summary"]["slowest_rank"] == "rank 2"
+    assert "1 of 5 traces failed" in r.stderr and "rank-4.json" in r.stderr
+    # --strict: an incomplete analysis is a failure, one line, exit 2
+    r = runner.invoke(app, ["analyze", str(synthetic_dir), "-j", "1", "--strict"])
     assert r.exit_code == 2
     err = r.stderr.strip()
     assert err.count("\n") == 0 and "rank-4.json" in err and "invalid JSON" in err
+
+
+def test_non_trace_json_is_a_failed_rank(synthetic_dir):
+    (synthetic_dir / "config.json").write_text(json.dumps({"lr": 0.1, "batch": 32}))
+    mr = analyze_directory(synthetic_dir, jobs=1)
+    assert [r.rank for r in mr.ranks] == [0, 1, 2, 3]
+    assert [r.path.rsplit("/", 1)[-1] for r in mr.failed] == ["config.json"]
+    with pytest.raises(TraceLoadError, match=r"config\.json"):
+        analyze_directory(synthetic_dir, jobs=1, strict=True)
 
 
 def test_truncated_gzip_in_directory(synthetic_dir):
     import gzip
 
     (synthetic_dir / "rank-5.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}' * 50)[:30])
+    mr = analyze_directory(synthetic_dir, jobs=1)
+    assert len(mr.ranks) == 4 and "gzip" in mr.failed[0].error
     with pytest.raises(TraceLoadError, match=r"rank-5\.json\.gz: .*gzip"):
-        analyze_directory(synthetic_dir, jobs=1)
+        analyze_directory(synthetic_dir, jobs=1, strict=True)
+
+
+def test_every_rank_failing_is_an_error(tmp_path):
+    (tmp_path / "rank-0.json").write_text("{")
+    (tmp_path / "rank-1.json").write_text("[]")
+    r = runner.invoke(app, ["analyze", str(tmp_path)])
+    assert r.exit_code == 2 and "rank-0.json" in r.stderr and "1 more failed" in r.stderr
+
+
+def test_skipped_entries_are_said(synthetic_dir, tmp_path):
+    """FIFOs, hidden files, *.JSON, subfolders and outside symlinks are skipped, and said."""
+    import os
+
+    os.mkfifo(synthetic_dir / "rank-9.json")  # reading it would block forever
+    (synthetic_dir / ".rank-8.json").write_text(json.dumps(_rank_trace(1000.0)))
+    (synthetic_dir / "RANK-7.JSON").write_text(json.dumps(_rank_trace(1000.0)))
+    (synthetic_dir / "sub").mkdir()
+    (synthetic_dir / "sub" / "rank-6.json").write_text(json.dumps(_rank_trace(1000.0)))
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text(json.dumps(_rank_trace(1200.0, rank=5)))
+    (synthetic_dir / "rank-5.json").symlink_to(outside)
+    inside_target = synthetic_dir / "rank-3.pt.trace.json"
+    (synthetic_dir / "alias.txt").symlink_to(inside_target)  # inside, but not a trace name
+    r = runner.invoke(app, ["analyze", str(synthetic_dir), "-j", "1", "--format", "json", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [x["rank"] for x in doc["ranks"]] == [0, 1, 2, 3]
+    reasons = {x["path"].rsplit("/", 1)[-1]: x["reason"] for x in doc["skipped"]}
+    assert reasons["rank-9.json"] == "a FIFO"
+    assert reasons[".rank-8.json"] == "hidden"
+    assert reasons["RANK-7.JSON"].startswith("upper-case suffix")
+    assert reasons["sub"].startswith("subfolder")
+    assert "--follow-symlinks" in reasons["rank-5.json"]
+    assert "notes.txt" in reasons and "alias.txt" in reasons
+    assert "skipped 7: " in r.stderr and "(hidden)" in r.stderr  # the full list is in the report
+    # the outside symlink is followed only on request, and that is said
+    args = ["analyze", str(synthetic_dir), "-j", "1", "-f", "json", "--exit-zero", "--follow-symlinks", "--ranks"]
+    r = runner.invoke(app, args)
+    doc = json.loads(r.stdout)
+    assert [x["rank"] for x in doc["ranks"]] == [0, 1, 2, 3, 5]
+    assert doc["followed_symlinks"][0].endswith("rank-5.json")
+    assert "followed symlink outside the folder" in r.stderr
 
 
 def test_empty_directory_and_duplicate_ranks(tmp_path):
@@ -119,8 +183,33 @@ def test_empty_directory_and_duplicate_ranks(tmp_path):
     assert r.exit_code == 2 and "no trace files" in r.stderr
     (tmp_path / "a.json").write_text(json.dumps(_rank_trace(1000.0, rank=1)))
     (tmp_path / "rank-1.json").write_text(json.dumps(_rank_trace(1000.0)))
-    r = runner.invoke(app, ["analyze", str(tmp_path)])
+    # two traces claiming rank 1 are not the ranks of one job: one report each ...
+    r = runner.invoke(app, ["analyze", str(tmp_path), "-f", "json", "--exit-zero"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["kind"] == "multi-trace"
+    # ... and, forced into rank mode, an error
+    r = runner.invoke(app, ["analyze", str(tmp_path), "--ranks"])
     assert r.exit_code == 2 and "rank 1 again" in r.stderr
+
+
+def test_rule_folder_parsed_once_not_per_rank(synthetic_dir, tmp_path, monkeypatch):
+    """Issue 9 item 11: a --rules folder is parsed once in the client, whatever the rank count."""
+    import tracedoc.engine.rules as rules_mod
+
+    src = (FIXTURES.parent / "rules").glob("*.toml")
+    budget_dir = tmp_path / "budgets"
+    budget_dir.mkdir()
+    first = sorted(src)[0].read_text()
+    (budget_dir / "budget.toml").write_text(
+        first.replace(first.split('code = "', 1)[1].split('"', 1)[0], "TD999", 1).replace(
+            first.split('name = "', 1)[1].split('"', 1)[0], "my-budget", 1
+        )
+    )
+    calls = []
+    real = rules_mod.load_rule_file
+    monkeypatch.setattr(rules_mod, "load_rule_file", lambda p: calls.append(p) or real(p))
+    mr = analyze_directory(synthetic_dir, jobs=1, rule_paths=[str(budget_dir)])
+    assert len(calls) == 1  # four ranks, one parse
+    assert all("TD999" in r.report.rules_evaluated for r in mr.ranks)
 
 
 def test_bad_selector_fails_before_workers(synthetic_dir):
@@ -142,7 +231,10 @@ def test_real_traces_as_ranks(tmp_path):
     shutil.copy(FIXTURES / "v100_resnet50_ddp_gpu_bound.pt.trace.json.gz", d / "a.json.gz")  # rank 0 inside
     shutil.copy(FIXTURES / "v100_resnet50_workers0.pt.trace.json.gz", d / "w0_rank_1.json.gz")
     shutil.copy(FIXTURES / "v100_resnet50_workers4.pt.trace.json.gz", d / "rank-2.json.gz")
+    # a.json.gz says world size 1: not ranks of one job unless told (--ranks)
     r = runner.invoke(app, ["analyze", str(d), "--format", "json", "--exit-zero"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["kind"] == "multi-trace"
+    r = runner.invoke(app, ["analyze", str(d), "--format", "json", "--exit-zero", "--ranks"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert [x["rank"] for x in doc["ranks"]] == [0, 1, 2]
@@ -156,3 +248,169 @@ def test_real_traces_as_ranks(tmp_path):
     solo = json.loads(single.stdout)
     assert doc["ranks"][2]["report"]["signals"] == solo["signals"]
     assert doc["ranks"][2]["report"]["findings"] == solo["findings"]
+
+
+# -- several inputs: files, globs, unrelated folders, URLs (issue 11, inputs) -------------------------
+
+
+def test_several_files_and_a_glob_give_one_report_each(tmp_path):
+    TraceBuilder().step(1, 0, 100).op("aten::mm", 0, 50).write(tmp_path / "a.json")
+    dataloader_bound(n_steps=3).write(tmp_path / "b.json")
+    (tmp_path / "c.txt").write_text("not matched by the glob")
+    r = runner.invoke(app, ["analyze", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-f", "json", "-j", "1"])
+    assert r.exit_code == 1, r.output  # b is DataLoader-bound: findings
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "multi-trace" and [t["path"].rsplit("/", 1)[-1] for t in doc["traces"]] == [
+        "a.json",
+        "b.json",
+    ]
+    codes_b = {f["code"] for f in doc["traces"][1]["report"]["findings"]}
+    assert "TD101" in codes_b and "TD101" not in {f["code"] for f in doc["traces"][0]["report"]["findings"]}
+    r = runner.invoke(app, ["analyze", str(tmp_path / "*.json"), "-f", "json", "-j", "1", "--exit-zero"])
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["traces"]) == 2
+    r = runner.invoke(app, ["analyze", str(tmp_path / "*.nothing")])
+    assert r.exit_code == 2 and "no file matches" in r.stderr
+    # a single file stays the single-trace report
+    r = runner.invoke(app, ["analyze", str(tmp_path / "b.json"), "-f", "json", "--exit-zero"])
+    assert "kind" not in json.loads(r.stdout) and "findings" in json.loads(r.stdout)
+
+
+def test_the_fixtures_folder_of_unrelated_traces(tmp_path):
+    """`tracedoc analyze fixtures/`: the project's own folder of unrelated real traces, one report each."""
+    r = runner.invoke(app, ["analyze", str(FIXTURES), "-f", "json", "-j", "2", "--no-cache", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    names = sorted(p.name for p in FIXTURES.iterdir() if p.name.endswith(".gz"))
+    assert doc["kind"] == "multi-trace" and not doc["failed"]
+    assert [t["path"].rsplit("/", 1)[-1] for t in doc["traces"]] == names
+    assert {s["path"].rsplit("/", 1)[-1] for s in doc["skipped"]} == {"PROVENANCE.md", "licenses"}
+    # cpu_only_gloo (rank 34 of 300) and the DDP traces carry ranks, but not of one job
+    assert all(t["report"]["schema_version"] == 1 for t in doc["traces"])
+
+
+def test_fsspec_memory_folder_as_ranks():
+    """Paths through fsspec: a memory:// folder (in-process: memory:// is per process)."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for r, step in ((0, 1000.0), (1, 1000.0), (2, 1500.0)):
+        with fs.open(f"/fleetjob/rank-{r}.json", "wb") as fh:
+            fh.write(json.dumps(_rank_trace(step, dl_us=20.0 if r != 2 else 700.0, rank=r)).encode())
+    with fs.open("/fleetjob/.hidden.json", "wb") as fh:
+        fh.write(b"{}")
+    try:
+        r = runner.invoke(app, ["analyze", "memory://fleetjob", "-j", "1", "-f", "json", "--exit-zero"])
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        assert doc["kind"] == "multi-rank" and [x["rank"] for x in doc["ranks"]] == [0, 1, 2]
+        p0 = doc["ranks"][0]["path"]  # fsspec's own spelling of the URL (memory:///fleetjob/...)
+        assert p0.startswith("memory://") and p0.endswith("fleetjob/rank-0.json")
+        assert doc["summary"]["slowest_rank"] == "rank 2"
+        assert [s["reason"] for s in doc["skipped"]] == ["hidden"]
+        # one URL of one trace: the single-trace report, read through fsspec
+        r = runner.invoke(app, ["analyze", "memory://fleetjob/rank-2.json", "-f", "json", "--exit-zero"])
+        assert r.exit_code == 0 and json.loads(r.stdout)["signals"]["step_time_ms"] == pytest.approx(1.5)
+        r = runner.invoke(app, ["analyze", "memory://fleetjob/missing.json"])
+        assert r.exit_code == 2 and "memory://fleetjob/missing.json" in r.stderr
+    finally:
+        fs.rm("/fleetjob", recursive=True)
+
+
+def test_file_url_gzip_ranks_in_worker_processes(tmp_path):
+    """file:// URLs, gzipped, each read by its own worker process (-j 2)."""
+    import gzip
+
+    d = tmp_path / "job"
+    d.mkdir()
+    for r in range(3):
+        (d / f"rank-{r}.json.gz").write_bytes(gzip.compress(json.dumps(_rank_trace(1000.0 + 100 * r)).encode()))
+    (d / "rank-3.json.gz").write_bytes(gzip.compress(json.dumps(_rank_trace(1000.0)).encode())[:40])
+    r = runner.invoke(app, ["analyze", f"file://{d}", "-j", "2", "-f", "json", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [x["rank"] for x in doc["ranks"]] == [0, 1, 2] and doc["summary"]["slowest_rank"] == "rank 2"
+    assert "truncated gzip" in doc["failed"][0]["error"] and doc["failed"][0]["path"].startswith("file://")
+
+
+# -- collectives across ranks: the straggler (issue 8, multi-rank) ------------------------------------
+
+
+def _comm_rank(rank: int, durs: dict[str, list[float]], world: int = 3) -> dict:
+    """Two steps of 1 ms; in each, one AllReduce and one AllGather kernel whose durations are given."""
+    b = TraceBuilder()
+    for s in range(2):
+        t0 = s * 1000.0
+        b.step(s + 1, t0, 1000.0).op("aten::mm", t0 + 10, 50)
+        b.kernel("sgemm_kernel", t0 + 10, t0 + 20, 200)
+        b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 300, t0 + 300, durs["AllReduce"][s])
+        b.kernel("ncclDevKernel_AllGather_RING_LL", t0 + 600, t0 + 600, durs["AllGather"][s])
+    d = b.doc()
+    d["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
+    return d
+
+
+def test_collectives_name_the_straggler_per_collective_and_step(tmp_path):
+    # hand-made durations (µs). Step 1: rank 2 is late (the others wait 100); step 2: rank 0 is
+    # late at the AllReduce only (others wait 40 and 60).
+    durs = {
+        0: {"AllReduce": [150.0, 50.0], "AllGather": [130.0, 30.0]},
+        1: {"AllReduce": [150.0, 90.0], "AllGather": [130.0, 30.0]},
+        2: {"AllReduce": [50.0, 110.0], "AllGather": [30.0, 30.0]},
+    }
+    for r, dd in durs.items():
+        (tmp_path / f"r{r}.json").write_text(json.dumps(_comm_rank(r, dd)))
+    mr = analyze_directory(tmp_path, jobs=1)
+    c = mr.summary["collectives"]
+    # hand count: AllReduce step 1: rank 2 last, others wait 100, 100 -> lag 100; step 2: rank 0 last,
+    # waits 40 (rank 1), 60 (rank 2) -> lag median 50. AllGather step 1: rank 2, lag 100; step 2: tie, 0.
+    assert c["source"] == "kernels" and c["n_matched"] == 4
+    assert c["straggler"] == "rank 2" and mr.summary["straggler"] == "rank 2"
+    assert c["caused_wait_ms"] == {"rank 0": 0.05, "rank 1": 0.0, "rank 2": 0.2}
+    assert c["straggler_lag_ms_total"] == 0.2
+    assert c["per_step"] == [
+        {"step": 1, "straggler": "rank 2", "lag_ms": 0.2},
+        {"step": 2, "straggler": "rank 0", "lag_ms": 0.05},
+    ]
+    by_kind = {k["kind"]: k for k in c["kinds"]}
+    assert by_kind["AllReduce"]["lag_ms_total"] == 0.15 and by_kind["AllGather"]["lag_ms_total"] == 0.1
+    w = c["worst"][0]
+    assert (w["straggler"], w["lag_ms"], w["step"]) == ("rank 2", 0.1, 1)
+    assert w["wait_ms"] == {"rank 0": 0.1, "rank 1": 0.1, "rank 2": 0.0}
+
+
+def test_equal_collectives_have_no_straggler_and_counts_that_differ_are_said(tmp_path):
+    same = {"AllReduce": [80.0, 80.0], "AllGather": [40.0, 40.0]}
+    for r in range(2):
+        (tmp_path / f"r{r}.json").write_text(json.dumps(_comm_rank(r, same, world=2)))
+    c = analyze_directory(tmp_path, jobs=1).summary["collectives"]
+    assert c["straggler"] is None and c["straggler_lag_ms_total"] == 0.0
+    doc = _comm_rank(1, same, world=2)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if "AllGather" not in str(e.get("name"))][:]
+    (tmp_path / "r1.json").write_text(json.dumps(doc))
+    c = analyze_directory(tmp_path, jobs=1).summary["collectives"]
+    assert [k["kind"] for k in c["kinds"]] == ["AllReduce"]  # AllGather exists on one rank only
+
+
+def test_gloo_cpu_collectives_on_cpu_only_ranks(tmp_path):
+    """CPU-only gloo ranks: the blocking gloo:* ops are compared (the real gloo trace's shape)."""
+    for r, dur in ((0, 500.0), (1, 200.0)):  # rank 1's op is shortest: the others waited for it
+        b = TraceBuilder().step(1, 0, 1000).op("gloo:all_reduce", 100, dur).op("gloo:all_reduce", 700, 100)
+        d = b.doc()
+        d["distributedInfo"] = {"backend": "gloo", "rank": r, "world_size": 2}
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(d))
+    c = analyze_directory(tmp_path, jobs=1).summary["collectives"]
+    assert c["source"] == "gloo ops" and c["straggler"] == "rank 1" and c["straggler_lag_ms_total"] == 0.3
+
+
+def test_exposed_communication_per_rank_when_the_signal_exists(synthetic_dir):
+    """The summary carries each rank's `exposed_comm_ms` signal when the reports have it."""
+    from tracedoc.ranks import summarize
+
+    mr = analyze_directory(synthetic_dir, jobs=1)
+    if "exposed_comm_ms" not in mr.ranks[0].report.signals:  # the signal arrives with the ledger work
+        assert "exposed_comm_ms" not in mr.summary
+        for i, r in enumerate(mr.ranks):
+            r.report.signals["exposed_comm_ms"] = 1.5 * i
+    s = summarize(mr.ranks)
+    assert set(s["exposed_comm_ms"]) == {"rank 0", "rank 1", "rank 2", "rank 3"}
+    assert all(v is None or v >= 0 for v in s["exposed_comm_ms"].values())

@@ -254,7 +254,7 @@ def test_github_escaping_round_trips():
 
 @pytest.fixture(scope="module")
 def sarif_validator():
-    schema = json.loads((FIXTURES / "sarif-schema-2.1.0.json").read_text())
+    schema = json.loads((FIXTURES / "schemas" / "sarif-schema-2.1.0.json").read_text())
     assert schema["title"].startswith("Static Analysis Results Format (SARIF) Version 2.1.0")
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)

@@ -128,8 +128,11 @@ def make_console(color: Color, file=None, width: Optional[int] = None) -> Consol
 
 @app.command(epilog=EXIT_CODES)
 def analyze(
-    trace: Path = typer.Argument(
-        ..., help="A trace (.json or .json.gz), a FIFO, '-' for standard input, or a directory of per-rank traces."
+    traces: List[str] = typer.Argument(
+        ...,
+        metavar="TRACE",
+        help="Trace files (.json, .json.gz), '-' for standard input, a FIFO, globs, folders (ranks of one job, "
+        "or unrelated traces) or fsspec URLs.",
     ),
     format: Format = typer.Option(
         Format.text, "--format", "-f", help="Output format: text, json, markdown, github, sarif or html."
@@ -165,7 +168,8 @@ def analyze(
         "-j",
         min=1,
         metavar="N",
-        help="Worker processes for a directory of per-rank traces (default: min(CPUs, traces)).",
+        help="Worker processes for several traces (default: min(CPUs, traces)); LocalCluster workers with "
+        "--scheduler local.",
     ),
     min_saving_ms: float = typer.Option(
         0.05, "--min-saving-ms", min=0.0, help="Report no finding whose saving is below this many ms per step."
@@ -190,8 +194,18 @@ def analyze(
         help="Largest trace accepted, in JSON bytes after decompression, e.g. 16G "
         "(default: $TRACEDOC_MAX_TRACE_BYTES or 4G).",
     ),
+    # -- several traces (tracedoc/ranks) --
+    scheduler: Optional[str] = typer.Option(
+        None, "--scheduler", help="Run the per-trace jobs on Dask: 'local' (a LocalCluster) or tcp://HOST:8786."
+    ),
+    ranks: Optional[bool] = typer.Option(
+        None, "--ranks/--no-ranks", help="Treat the traces as ranks of one job (default: decided from the traces)."
+    ),
+    follow_symlinks: bool = typer.Option(False, "--follow-symlinks", help="Follow symlinks that leave a folder."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the frame cache."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Frame cache folder (default: user cache dir)."),
 ) -> None:
-    """Analyze a trace (or a directory of per-rank traces) and print ranked findings.
+    """Analyze traces (one, several, a glob, or a folder of per-rank or unrelated traces) and print ranked findings.
 
     Defaults come from [tool.tracedoc] in the closest pyproject.toml (see README);
     options given here win.
@@ -199,7 +213,10 @@ def analyze(
     from tracedoc.config import apply_thresholds, load_config
     from tracedoc.errors import display_path
     from tracedoc.progress import progress_for
+    from tracedoc.ranks.command import analyze_many, progress_path, wants_many
 
+    label = traces[0] if len(traces) == 1 else " ".join(traces)
+    trace = Path(traces[0])  # where [tool.tracedoc] is looked up, and the name in errors
     max_bytes = None
     if max_trace_bytes is not None:
         from tracedoc.load.source import MAX_BYTES_ENV, parse_size
@@ -233,10 +250,12 @@ def analyze(
         # a bad rule file or override fails before a long load; otherwise the rules (and
         # pandas) are imported while the loader's workers decode the trace
         all_rules = prepare_rules() if rule_paths or cfg.thresholds else None
-        with progress_for(trace, json_output=format is Format.json) as progress:
-            if trace.is_dir():
-                from tracedoc.ranks import analyze_directory
+        from tracedoc.cache import default_cache
 
+        cache = default_cache(cache_dir, enabled=not no_cache)
+        many = wants_many(traces, ranks, scheduler)
+        with progress_for(progress_path(traces), json_output=format is Format.json) as progress:
+            if many:
                 if all_rules is None:
                     all_rules = prepare_rules()
 
@@ -247,18 +266,25 @@ def analyze(
                         soft_wrap=True,
                     )
 
-                report = analyze_directory(
-                    trace,
+                report = analyze_many(
+                    traces,
                     jobs=jobs,
+                    scheduler=scheduler,
                     select=select,
                     ignore=ignore,
-                    progress=progress,
                     rule_paths=[str(r) for r in rule_paths],
+                    ranks=ranks,
+                    follow_symlinks=follow_symlinks,
+                    strict=strict,
+                    cache_dir=str(cache.directory) if cache else None,
+                    progress=progress,
                 )
             else:
                 from tracedoc.load import load
 
-                loaded = load(trace, progress=progress, max_bytes=max_bytes)  # imports pandas while workers decode
+                # the frame cache serves regular files only (a stream has no size or mtime to key on)
+                use_cache = cache if trace.is_file() else None
+                loaded = load(traces[0], progress=progress, max_bytes=max_bytes, cache=use_cache)
                 if loaded.dropped_events:
                     parts = ", ".join(f"{n} with {why}" for why, n in loaded.dropped_events.items())
                     err_console.print(
@@ -288,14 +314,14 @@ def analyze(
     except TracedocError as exc:
         raise fail(str(exc), exc.exit_code) from None
     except MemoryError:
-        raise fail(f"{display_path(trace)}: out of memory while analyzing") from None
+        raise fail(f"{display_path(label)}: out of memory while analyzing") from None
     except RecursionError:
-        raise fail(f"{display_path(trace)}: cannot analyze (nested too deeply)") from None
+        raise fail(f"{display_path(label)}: cannot analyze (nested too deeply)") from None
     except Exception as exc:  # never a traceback for a bad trace
         if os.environ.get("TRACEDOC_DEBUG"):
             raise
         raise fail(
-            f"{display_path(trace)}: cannot analyze ({type(exc).__name__}: {display_path(str(exc))[:300]}); "
+            f"{display_path(label)}: cannot analyze ({type(exc).__name__}: {display_path(str(exc))[:300]}); "
             "set TRACEDOC_DEBUG=1 for a traceback"
         ) from None
     try:  # a value no renderer can write must still end in one line, not a traceback
@@ -308,7 +334,7 @@ def analyze(
         if os.environ.get("TRACEDOC_DEBUG"):
             raise
         raise fail(
-            f"{display_path(trace)}: cannot write the report ({type(exc).__name__}: {display_path(str(exc))[:300]}); "
+            f"{display_path(label)}: cannot write the report ({type(exc).__name__}: {display_path(str(exc))[:300]}); "
             "set TRACEDOC_DEBUG=1 for a traceback"
         ) from None
     code = exit_code_for(report.findings, fail_level, exit_zero)
@@ -327,6 +353,8 @@ def analyze(
 
 
 def _skipped_of(report) -> List[str]:
+    if hasattr(report, "traces"):  # unrelated traces: one report each
+        return sorted({k.code for r in report.traces if r.report for k in r.report.skipped})
     if hasattr(report, "ranks"):
         return sorted({k.code for r in report.ranks if r.report for k in r.report.skipped})
     return [k.code for k in report.skipped]
@@ -377,6 +405,9 @@ def emit(report, format: Format, output=None, top=None, quiet=False, color=Color
     """
     from tracedoc.report.render import ConsoleRenderer, summary_line
 
+    if hasattr(report, "traces"):  # a folder of unrelated traces: one report each
+        _emit_many_traces(report, format, output=output, quiet=quiet, color=color)
+        return
     multi = hasattr(report, "ranks")
     if format is Format.html:
         from tracedoc.report.html import HtmlRenderer
@@ -436,6 +467,65 @@ def _md_table(header: List[str], rows: List[List[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def _emit_many_traces(report, format: Format, output=None, quiet=False, color=Color.auto) -> None:
+    """Write a report per unrelated trace (:class:`tracedoc.ranks.summary.MultiTraceReport`).
+
+    Raises:
+        TracedocError: a format that describes one trace or one job (github, sarif, html).
+    """
+    from tracedoc.ranks.render import render_multi_markdown, render_multi_text
+    from tracedoc.report.render import JsonRenderer, plural
+
+    if format not in (Format.text, Format.json, Format.markdown):
+        raise TracedocError(
+            f"--format {format.value} describes one trace or the ranks of one job; "
+            "for several unrelated traces use text, json or markdown"
+        )
+    try:
+        fh = open(output, "w", encoding="utf-8") if output is not None else None  # noqa: SIM115
+    except OSError as exc:
+        raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+    out = fh if fh is not None else sys.stdout
+    try:
+        if quiet:
+            n = len(report.findings)
+            out.write(f"{plural(len(report.traces), 'trace')}: {plural(n, 'finding')}\n")
+        elif format is Format.json:
+            out.write(JsonRenderer().render(report) + "\n")
+        elif format is Format.markdown:
+            out.write(render_multi_markdown(report))
+        else:
+            render_multi_text(report, make_console(color, file=fh))
+    finally:
+        if fh is not None:
+            fh.close()
+
+
+cache_app = typer.Typer(help="The frame cache: Parquet copies of loaded traces (see docs/scale.md).")
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("info")
+def cache_info(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder.")) -> None:
+    """Print the cache folder, its entries and their size."""
+    from tracedoc.cache import FrameCache
+
+    i = FrameCache(cache_dir).info()
+    print(f"{i.directory}: {i.entries} entr{'y' if i.entries == 1 else 'ies'}, {i.bytes / 1e6:,.1f} MB")
+    if not i.available:
+        print("pyarrow is not installed: nothing is cached (pip install 'tracedoc[cache]')")
+
+
+@cache_app.command("clear")
+def cache_clear(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder.")) -> None:
+    """Remove every cache entry."""
+    from tracedoc.cache import FrameCache
+
+    c = FrameCache(cache_dir)
+    n = c.clear()
+    print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {c.directory}")
 
 
 @app.command("rules")

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from typing import TYPE_CHECKING, Callable
 
 from tracedoc.load.reference import collect_events, parse_document
 from tracedoc.load.source import DEFAULT_MAX_TRACE_BYTES, MAX_BYTES_ENV, STDIN_NAME, read_trace_bytes, rereadable
 
 if TYPE_CHECKING:
+    from tracedoc.cache import FrameCache
     from tracedoc.trace import Trace
 
 ENGINES = ("fast", "reference")
+_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
 def _import_frame_stage() -> None:
@@ -31,12 +34,22 @@ def _import_frame_stage() -> None:
     import tracedoc.load.build  # noqa: F401  (imported for its side effect: the import itself)
 
 
+def _read_bytes(p: str, progress: Callable[[str], None] | None = None, max_bytes: int | None = None):
+    """The hook between local files (and streams) and fsspec URLs (``PROTOCOL://...``)."""
+    if _URL.match(p):
+        from tracedoc.load.remote import read_remote_bytes
+
+        return read_remote_bytes(p, progress)
+    return read_trace_bytes(p, progress, max_bytes)
+
+
 def load(
     path: str | os.PathLike[str],
     engine: str = "fast",
     progress: Callable[[str], None] | None = None,
     workers: int | None = None,
     max_bytes: int | None = None,
+    cache: FrameCache | None = None,
 ) -> Trace:
     """Load a PyTorch Profiler trace (``.json`` or gzipped, detected by magic bytes).
 
@@ -54,6 +67,11 @@ def load(
         max_bytes: limit on the trace's JSON bytes after decompression; default
             ``$TRACEDOC_MAX_TRACE_BYTES`` or 4 GiB
             (:data:`tracedoc.load.source.DEFAULT_MAX_TRACE_BYTES`).
+        cache: a :class:`tracedoc.cache.FrameCache`: frames come from it when its entry
+            for this file is current, and are stored in it after a load (default: none).
+
+    A path with a protocol (``s3://``, ``file://``, ``memory://``) is read through fsspec
+    (:mod:`tracedoc.load.remote`).
 
     Raises:
         tracedoc.errors.TraceLoadError: with a one-line message naming the file and the
@@ -63,11 +81,13 @@ def load(
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown loader engine {engine!r}; expected one of {ENGINES}")
+    if cache is not None:
+        return cache.load(path, lambda: load(path, engine, progress, workers, max_bytes))
     src = str(path)
     p = STDIN_NAME if src == "-" else src  # the name errors and the Trace carry
     if progress:
         progress("reading")
-    data = read_trace_bytes(src, progress, max_bytes)
+    data = _read_bytes(src, progress, max_bytes)
     # a stream cannot be read again: keep its bytes for the reference loader's handover
     keep = None if rereadable(src) else data
     if keep is not None:
@@ -90,7 +110,7 @@ def load(
                 try:
                     doc, cols = parse_parallel(holder, parts, after_fork=_import_frame_stage)  # releases the buffer
                 except Fallback:  # no clean cut, or a part needs the reference loader: one piece
-                    data = holder[0] if holder[0] is not None else read_trace_bytes(src, None, max_bytes)
+                    data = holder[0] if holder[0] is not None else _read_bytes(src, None, max_bytes)
                 del holder
             if cols is None:
                 doc, events = decode_document(data, progress)
@@ -108,7 +128,7 @@ def load(
             if gc_was_enabled:
                 gc.enable()
         if "data" not in locals():
-            data = keep if keep is not None else read_trace_bytes(src, None, max_bytes)
+            data = keep if keep is not None else _read_bytes(src, None, max_bytes)
     del keep
     return _load_reference(data, p)
 

@@ -7,7 +7,7 @@ fix as help, default level); each finding is a ``result`` on the trace file with
 ``error``/``warning``/``note`` (``info`` is SARIF's ``note``) and its saving, evidence and
 fix in ``properties``. Rules that were skipped are ``toolExecutionNotifications`` of the
 invocation, so a reader sees that the analysis was incomplete. The tests validate the
-output against the official schema (``fixtures/sarif-schema-2.1.0.json``).
+output against the official schema (``fixtures/schemas/sarif-schema-2.1.0.json``).
 """
 
 from __future__ import annotations

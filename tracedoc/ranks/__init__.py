@@ -1,0 +1,70 @@
+"""Many traces: discovery, the per-trace job, executors, and the cross-rank summary.
+
+Modules, in the order the work flows:
+
+* :mod:`~tracedoc.ranks.discover`: inputs (files, globs, folders, fsspec URLs) to trace
+  files, with what was skipped and why; a trace's rank from its file name.
+* :mod:`~tracedoc.ranks.job`: the per-trace job run in a worker: load, analyze, extract
+  collective timings; a compact :class:`RankResult` comes back, never frames.
+* :mod:`~tracedoc.ranks.executors`: the local process pool (default) and Dask
+  (``--scheduler``); :func:`analyze_inputs` decides rank mode and assembles the report.
+* :mod:`~tracedoc.ranks.summary`: the cross-rank summary (straggler from the matched
+  collectives, step time per rank, exposed communication, findings by scope).
+* :mod:`~tracedoc.ranks.render`, :mod:`~tracedoc.ranks.command`: the text/Markdown views
+  and the ``analyze`` command's many-traces path.
+
+A trace's rank is ``distributedInfo.rank`` when the trace carries it, else the number in
+its file name (``rank-3.….pt.trace.json.gz``, ``…_rank_3…``, ``rank3…``), else unknown.
+Traces are treated as the ranks of one job when each has a rank, the ranks are distinct
+and every ``distributedInfo.world_size`` agrees and exceeds them (or with ``--ranks``);
+otherwise each trace gets its own report.
+
+The summary compares the ranks:
+
+* the straggler: the rank the others wait for at the collectives, with its lag per
+  collective kind, per step and for the worst collectives (:mod:`~tracedoc.ranks.summary`);
+* step time per rank, the median, and the slowest rank with how far it lags the median;
+* exposed communication per rank (the ``exposed_comm_ms`` signal, where present);
+* findings that hold on most ranks (more than half: a property of the job) versus on
+  exactly one rank (look at that machine, its data shard or its GPU).
+
+JSON form (``schema_version`` 1, additive changes keep the version)::
+
+    {"schema_version": 1, "kind": "multi-rank", "tool": {...}, "directory": str,
+     "ranks": [{"rank": int | null, "rank_source": "distributedInfo" | "file name" | null,
+                "path": str, "report": <the single-trace report document>}],
+     "summary": {"n_ranks", "step_time_ms": {rank_label: ms | null}, "median_step_time_ms",
+                 "slowest_rank", "slowest_step_time_ms", "slowest_lag_ms", "slowest_lag_pct",
+                 "findings": [{"code", "name", "severity", "ranks": [...], "n_ranks", "scope":
+                               "most" | "some" | "one"}],
+                 "exposed_comm_ms": {rank_label: ms | null} (when the signal exists),
+                 "straggler": rank_label | null,
+                 "collectives": <see summary.compare_collectives> | null},
+     "failed": [{"path", "error"}], "skipped": [{"path", "reason"}],
+     "followed_symlinks": [path], "run": {"executor", "workers" | "scheduler", "seconds"}}
+
+Unrelated traces: ``{"schema_version": 1, "kind": "multi-trace", "tool", "inputs",
+"traces": [{"path", "report"}], "failed", "skipped", "followed_symlinks", "run"}``.
+"""
+
+from tracedoc.ranks.discover import TRACE_SUFFIXES, find_traces, rank_from_filename
+from tracedoc.ranks.executors import analyze_directory, analyze_inputs
+from tracedoc.ranks.job import RankResult, analyze_one
+from tracedoc.ranks.render import render_markdown, render_text
+from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport, compare_collectives, summarize
+
+__all__ = [
+    "TRACE_SUFFIXES",
+    "MultiRankReport",
+    "MultiTraceReport",
+    "RankResult",
+    "analyze_directory",
+    "analyze_inputs",
+    "compare_collectives",
+    "analyze_one",
+    "find_traces",
+    "rank_from_filename",
+    "render_markdown",
+    "render_text",
+    "summarize",
+]

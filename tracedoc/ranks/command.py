@@ -1,0 +1,103 @@
+"""The ``analyze`` command's many-traces path, kept here so ``tracedoc/cli.py`` only
+dispatches: several files, a glob, a folder (ranks of one job, or unrelated traces), or
+an fsspec URL of a folder."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from tracedoc.ranks.discover import _GLOB_CHARS, has_protocol
+from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport
+
+
+def wants_many(paths: list[str], ranks: bool | None = None, scheduler: str | None = None) -> bool:
+    """True when the inputs need the many-traces path: more than one input, a folder, a
+    glob that is not an existing file name, a URL naming a folder or a glob, ``--ranks``
+    or ``--scheduler``. A single trace file (or URL of one) keeps the single-trace report."""
+    if len(paths) != 1 or ranks or scheduler:
+        return True
+    p = paths[0]
+    if has_protocol(p):
+        if _GLOB_CHARS.search(p.split("://", 1)[1]):
+            return True
+        from tracedoc.load.remote import list_remote
+
+        return list_remote(p)[1]
+    if p == "-":
+        return False
+    return os.path.isdir(p) or (bool(_GLOB_CHARS.search(p)) and not os.path.lexists(p))
+
+
+def analyze_many(
+    paths: list[str],
+    *,
+    jobs: int | None,
+    scheduler: str | None,
+    select: list[str] | None,
+    ignore: list[str] | None,
+    rule_paths: list[str],
+    ranks: bool | None,
+    follow_symlinks: bool,
+    strict: bool,
+    cache_dir: str | None,
+    progress: Callable[[str], None] | None,
+) -> MultiRankReport | MultiTraceReport:
+    """Run :func:`tracedoc.ranks.executors.analyze_inputs` and warn on stderr (one line each)
+    about failed traces, skipped entries and followed symlinks."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from tracedoc.ranks.discover import describe_skipped
+    from tracedoc.ranks.executors import analyze_inputs
+
+    report = analyze_inputs(
+        paths,
+        jobs=jobs,
+        scheduler=scheduler,
+        select=select,
+        ignore=ignore,
+        rule_paths=rule_paths,
+        ranks=ranks,
+        follow_symlinks=follow_symlinks,
+        strict=strict,
+        cache_dir=cache_dir,
+        progress=progress,
+    )
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    n_all = len(report.failed) + (len(report.ranks) if isinstance(report, MultiRankReport) else len(report.traces))
+    for r in report.failed:
+        err.print(f"tracedoc: warning: {len(report.failed)} of {n_all} traces failed: {escape(r.error or r.path)}")
+    if report.skipped:
+        err.print(f"tracedoc: warning: skipped {len(report.skipped)}: {escape(describe_skipped(report.skipped, 5))}")
+    for p in report.followed:
+        err.print(f"tracedoc: warning: followed symlink outside the folder: {escape(p)}")
+    return report
+
+
+def render_many(report: Any, fmt: str) -> None:
+    """Write ``report`` to stdout as ``fmt`` (``text``, ``json`` or ``markdown``)."""
+    from rich.console import Console
+
+    from tracedoc.ranks.render import render_markdown, render_multi_markdown, render_multi_text, render_text
+
+    if fmt == "json":
+        from tracedoc.report.render import JsonRenderer
+
+        sys.stdout.write(JsonRenderer().render(report) + "\n")
+    elif isinstance(report, MultiRankReport):
+        if fmt == "markdown":
+            sys.stdout.write(render_markdown(report))
+        else:
+            render_text(report, Console(highlight=False))
+    elif fmt == "markdown":
+        sys.stdout.write(render_multi_markdown(report))
+    else:
+        render_multi_text(report, Console(highlight=False))
+
+
+def progress_path(paths: list[str]) -> Path:
+    """The path the progress display sizes the work by (the first input)."""
+    return Path(paths[0])

@@ -1,0 +1,278 @@
+"""Executors: run the per-trace jobs in a local process pool (the default) or on a Dask
+cluster (the ``dask`` extra), and assemble the report.
+
+Both executors run the same job (:func:`tracedoc.ranks.job.analyze_one`) on the same
+inputs and return its compact results in input order, so the cross-rank summary is the
+same whichever ran it (``tests/test_dask_fleet.py`` compares the JSON byte for byte).
+Rule files are parsed once here, in the client, and the parsed rules are sent to the
+workers (Dask: scattered once to every worker), never re-read per rank.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+from tracedoc.errors import TracedocError, TraceLoadError
+from tracedoc.ranks.discover import Discovery, discover
+from tracedoc.ranks.job import RankResult, analyze_one
+from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport, summarize
+
+
+class SchedulerError(TracedocError):
+    """The Dask scheduler cannot be used (extra not installed, address unreachable)."""
+
+
+def _sort_key(r: RankResult) -> tuple:
+    return (r.rank is None, r.rank if r.rank is not None else 0, r.path)
+
+
+def run_pool(
+    files: list[str], kwargs: dict, jobs: int, progress: Callable[[str], None] | None = None
+) -> list[RankResult]:
+    """Run :func:`analyze_one` on every file in ``jobs`` local processes (1: in this one).
+
+    Returns the results in ``files`` order."""
+    if jobs <= 1:
+        out = []
+        for i, f in enumerate(files):
+            out.append(analyze_one(f, **kwargs))
+            if progress:
+                progress(f"analyzed {i + 1}/{len(files)} traces")
+        return out
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(analyze_one, f, decode_workers=1, **kwargs) for f in files]
+        out = []
+        for i, fut in enumerate(futures):
+            out.append(fut.result())
+            if progress:
+                progress(f"analyzed {i + 1}/{len(files)} traces")
+        return out
+
+
+def run_dask(
+    files: list[str],
+    kwargs: dict,
+    scheduler: str,
+    workers: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[RankResult]:
+    """Run :func:`analyze_one` on every file on a Dask cluster.
+
+    Args:
+        scheduler: (connection timeout ``$TRACEDOC_DASK_TIMEOUT``, default 10 s) ``"local"`` (a :class:`distributed.LocalCluster` of ``workers``
+            single-threaded worker processes on this machine, closed afterwards) or a
+            scheduler address such as ``tcp://HOST:8786``.
+        workers: LocalCluster worker processes (default ``min(CPUs, files)``).
+
+    Each worker opens its own file (a path every worker can read: shared storage or an
+    fsspec URL); only the compact results travel back.
+
+    Raises:
+        SchedulerError: ``distributed`` is not installed, or the scheduler cannot be reached.
+    """
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise SchedulerError("--scheduler needs the dask extra: pip install 'tracedoc[dask]'") from None
+    import logging
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)  # its INFO lines are not our output
+    cluster = None
+    try:
+        if scheduler == "local":
+            import dask
+
+            import tracedoc.engine  # noqa: F401  (imported once here, inherited by the forked workers)
+
+            n = workers or min(os.cpu_count() or 1, max(1, len(files)))
+            # fork, not Dask's default spawn: a spawned worker and its nanny re-import
+            # distributed, pandas and tracedoc (about 3 s of CPU per worker, measured in
+            # docs/scale.md); forked ones inherit them, as the process pool's workers do
+            # and fewer wake-ups of each worker's event loop: every wake-up takes the GIL
+            # from the analysis thread, and on a busy machine waiting to get it back costs
+            # far more than the wake-up itself (measured in docs/scale.md). No statistical
+            # profiler (a sample every 10 ms; a result carries no profile anyway), the
+            # blocked-loop tick every 2 s instead of 20 ms, the memory monitor every 1 s
+            # instead of 100 ms, the system monitor every 5 s instead of 0.5 s.
+            settings = {
+                "distributed.worker.multiprocessing-method": "fork",
+                "distributed.worker.profile.enabled": False,
+                "distributed.admin.tick.interval": "2s",
+                "distributed.worker.memory.monitor-interval": "1s",
+                "distributed.admin.system-monitor.interval": "5s",
+            }
+            with dask.config.set(settings):
+                cluster = LocalCluster(
+                    n_workers=n,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
+            client = Client(cluster)
+        else:
+            client = Client(scheduler, timeout=os.environ.get("TRACEDOC_DASK_TIMEOUT", "10s"))
+    except (OSError, TimeoutError, ValueError) as exc:
+        if cluster is not None:
+            cluster.close()
+        raise SchedulerError(f"cannot reach the Dask scheduler {scheduler} ({exc})") from None
+    try:
+        if progress:
+            progress(f"analyzing {len(files)} traces on Dask ({scheduler})")
+        kw = dict(kwargs)
+        if kw.get("rules") is not None:
+            kw["rules"] = client.scatter(kw["rules"], broadcast=True)  # sent once, not per task
+        futures = client.map(analyze_one, files, decode_workers=1, pure=False, **kw)
+        out = client.gather(futures)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return list(out)
+
+
+def _decide_rank_mode(results: list[RankResult]) -> bool:
+    """True when the traces are ranks of one job: at least two, each with a rank, all
+    ranks distinct, and every ``distributedInfo.world_size`` present equal and larger than
+    every rank."""
+    if len(results) < 2 or any(r.rank is None for r in results):
+        return False
+    ranks = [r.rank for r in results]
+    if len(set(ranks)) != len(ranks):
+        return False
+    sizes = {r.world_size for r in results if r.world_size is not None}
+    if len(sizes) > 1:
+        return False
+    return not sizes or max(ranks) < next(iter(sizes))
+
+
+def analyze_inputs(
+    inputs: list[str],
+    *,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    rule_paths: list[str] | None = None,
+    ranks: bool | None = None,
+    follow_symlinks: bool = False,
+    strict: bool = False,
+    cache_dir: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> MultiRankReport | MultiTraceReport:
+    """Analyze several traces: files, globs, folders, URLs (see :mod:`tracedoc.ranks.discover`).
+
+    Args:
+        jobs: worker processes (pool), or LocalCluster workers with ``scheduler="local"``;
+            default ``min(CPUs, traces)``.
+        scheduler: None for the local process pool; ``"local"`` or ``tcp://HOST:PORT`` for Dask.
+        ranks: True: the traces are ranks of one job (a cross-rank summary); False: unrelated
+            traces (one report each); None: decide from the traces (:func:`_decide_rank_mode`).
+        strict: a trace that cannot be analyzed fails the whole analysis (else it is
+            reported as failed and the rest analyzed).
+        cache_dir: frame-cache folder for the workers; None: no cache.
+
+    Raises:
+        TraceLoadError: nothing to analyze, every trace failed, a failure under ``strict``,
+            or (rank mode) two traces of the same rank.
+        RuleError: a bad selector or rule file (before any worker starts).
+        SchedulerError: the Dask scheduler cannot be used.
+    """
+    from tracedoc.engine.rules import load_rules, select_rules
+
+    found: Discovery = discover(inputs, follow_symlinks=follow_symlinks)
+    files = found.files
+    rules = load_rules(rule_paths)  # parsed once; a bad rule file fails before any worker starts
+    select_rules(rules, select, ignore)
+    kwargs = {"select": select, "ignore": ignore, "rules": rules, "cache_dir": cache_dir}
+    n_jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
+    t0 = time.perf_counter()
+    if scheduler:
+        results = run_dask(files, kwargs, scheduler, workers=jobs, progress=progress)
+        executor = {"executor": "dask", "scheduler": scheduler}
+    else:
+        if progress:
+            progress(f"analyzing {len(files)} traces with {n_jobs} worker process{'es' if n_jobs > 1 else ''}")
+        results = run_pool(files, kwargs, n_jobs, progress)
+        executor = {"executor": "process pool", "workers": n_jobs}
+    run = {**executor, "seconds": round(time.perf_counter() - t0, 3)}
+    failed = [r for r in results if r.error]
+    ok = [r for r in results if not r.error]
+    if failed and (strict or not ok):
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more failed)" if len(failed) > 1 else ""
+        prefix = first.path + ": "
+        problem = first.error[len(prefix) :] if first.error.startswith(prefix) else first.error
+        raise TraceLoadError(first.path, problem + more + (" [--strict]" if strict and ok else ""))
+    rank_mode = _decide_rank_mode(ok) if ranks is None else ranks
+    if not rank_mode:
+        return MultiTraceReport(
+            inputs=[str(i) for i in inputs],
+            traces=ok,
+            failed=failed,
+            skipped=found.skipped,
+            followed=found.followed,
+            run=run,
+        )
+    seen: dict[int, str] = {}
+    for r in ok:
+        if r.rank is not None:
+            if r.rank in seen:
+                raise TraceLoadError(
+                    r.path, f"rank {r.rank} again (also in {Path(seen[r.rank]).name}); one trace per rank expected"
+                )
+            seen[r.rank] = r.path
+    ok.sort(key=_sort_key)
+    return MultiRankReport(
+        directory=" ".join(str(i) for i in inputs),
+        ranks=ok,
+        summary=summarize(ok),
+        failed=failed,
+        skipped=found.skipped,
+        followed=found.followed,
+        run=run,
+    )
+
+
+def analyze_directory(
+    directory: str | os.PathLike[str],
+    jobs: int | None = None,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    rule_paths: list[str] | None = None,
+    scheduler: str | None = None,
+    strict: bool = False,
+    cache_dir: str | None = None,
+    follow_symlinks: bool = False,
+) -> MultiRankReport:
+    """Analyze every trace in ``directory`` as the ranks of one job (see :func:`analyze_inputs`).
+
+    A trace that cannot be analyzed is listed in ``failed`` and the rest analyzed, unless
+    ``strict``.
+
+    Raises:
+        TraceLoadError: no trace files, every trace failed (or one, under ``strict``), or
+            two traces of the same rank.
+        RuleError: a bad ``select``/``ignore`` selector or rule file.
+    """
+    out = analyze_inputs(
+        [str(directory)],
+        jobs=jobs,
+        scheduler=scheduler,
+        select=select,
+        ignore=ignore,
+        rule_paths=rule_paths,
+        ranks=True,
+        follow_symlinks=follow_symlinks,
+        strict=strict,
+        cache_dir=cache_dir,
+        progress=progress,
+    )
+    assert isinstance(out, MultiRankReport)
+    out.directory = str(directory)
+    return out
