@@ -161,3 +161,39 @@ def test_cli_cache_info_clear_and_no_cache(trace_copy, tmp_path, monkeypatch):
     finally:
         monkeypatch.delenv("TRACEDOC_CACHE_MIN_BYTES")
         importlib.reload(tracedoc.cache)
+
+
+def test_signal_values_are_stored_and_reused_not_recomputed(trace_copy, cache, monkeypatch):
+    """A second analysis of a cached trace takes its signal values from the store: the same
+    report, with no signal computed again (the ledger, the costliest, would raise here)."""
+    import tracedoc.signals.ledger as ledger_mod
+
+    first = analyze_trace(cache.load(trace_copy, lambda: load(trace_copy)), signal_store=cache.signals(trace_copy))
+    store = cache.signals(trace_copy)
+    assert store.get() is not None and store.path.is_file()
+
+    def boom(*a, **k):
+        raise AssertionError("a stored signal was computed again")
+
+    monkeypatch.setattr(ledger_mod, "device_ledger_us", boom)
+    second = analyze_trace(cache.load(trace_copy, lambda: load(trace_copy)), signal_store=cache.signals(trace_copy))
+    assert json.dumps(second.to_dict(), sort_keys=True, default=str) == json.dumps(
+        first.to_dict(), sort_keys=True, default=str
+    )
+    # other rules and floors still apply anew on stored values
+    only = analyze_trace(
+        cache.load(trace_copy, lambda: load(trace_copy)), select=["TD101"], signal_store=cache.signals(trace_copy)
+    )
+    assert [f.code for f in only.findings] == ["TD101"]
+
+
+def test_a_damaged_or_foreign_signal_store_is_ignored_and_rewritten(trace_copy, cache):
+    t = cache.load(trace_copy, lambda: load(trace_copy))
+    ref = analyze_trace(t, signal_store=cache.signals(trace_copy)).to_dict()
+    store = cache.signals(trace_copy)
+    for bad in (b"{not json", b'{"stamp": {"key": {}, "code": "x"}, "values": {}, "errors": {}, "idle_ledger": {}}'):
+        store.path.write_bytes(bad)
+        assert store.get() is None
+        again = analyze_trace(t, signal_store=cache.signals(trace_copy)).to_dict()
+        assert again["signals"] == ref["signals"] and again["idle_ledger"] == ref["idle_ledger"]
+        assert store.get() is not None  # rewritten

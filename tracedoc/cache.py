@@ -35,6 +35,7 @@ nothing is cached.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -359,6 +360,11 @@ class FrameCache:
         self.put(key, trace)
         return trace
 
+    def signals(self, path: str | os.PathLike[str]) -> SignalStore | None:
+        """The :class:`SignalStore` of the trace at ``path``, or None when it is not cacheable."""
+        key = self.key(path)
+        return SignalStore(self, key) if key is not None else None
+
     # -- maintenance -------------------------------------------------------------------------
     def info(self) -> CacheInfo:
         """Entries and bytes under the cache folder."""
@@ -384,6 +390,74 @@ class FrameCache:
         n = sum(1 for e in root.iterdir() if e.is_dir() and not e.name.startswith("."))
         shutil.rmtree(root)
         return n
+
+
+@functools.lru_cache(maxsize=1)
+def signal_code_hash() -> str:
+    """A hash of what computes signals: tracedoc's version and every file of
+    ``tracedoc/signals`` (code and pattern tables). Stored signal values are used only
+    under the same hash, so a change to any signal invalidates them."""
+    h = hashlib.blake2b(__version__.encode(), digest_size=16)
+    root = Path(__file__).parent / "signals"
+    for f in sorted(root.glob("*")):
+        if f.suffix in (".py", ".toml"):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+class SignalStore:
+    """The computed signal values of one cached trace, stored beside its frames.
+
+    A second ``analyze`` of the same trace, with other rules, selections or floors,
+    seeds the analysis with these values instead of computing them again from the
+    frames. The file carries the trace's cache key and :func:`signal_code_hash`; a file
+    whose stamp differs, or that does not parse, is ignored (and rewritten), never trusted.
+    Only values that survive a JSON round trip unchanged are stored (no NaN).
+    """
+
+    NAME = "signals.json"
+
+    def __init__(self, cache: FrameCache, key: dict[str, Any]) -> None:
+        self.path = cache.entry_dir(key) / self.NAME
+        self.stamp = {"key": key, "code": signal_code_hash()}
+
+    def get(self) -> dict[str, Any] | None:
+        """``{"values", "errors", "idle_ledger"}`` when a current file exists, else None."""
+        import orjson
+
+        try:
+            doc = orjson.loads(self.path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        if not isinstance(doc, dict) or doc.get("stamp") != self.stamp:
+            return None
+        if not all(isinstance(doc.get(k), dict) for k in ("values", "errors", "idle_ledger")):
+            return None
+        return doc
+
+    def put(self, values: dict[str, Any], errors: dict[str, str], idle_ledger: dict[str, Any]) -> bool:
+        """Store the values (atomically); False when the entry folder cannot be written."""
+        import orjson
+
+        def round_trips(v: Any) -> bool:
+            try:
+                return orjson.loads(orjson.dumps(v)) == v
+            except (TypeError, orjson.JSONEncodeError):
+                return False
+
+        kept = {k: v for k, v in values.items() if round_trips(v)}
+        doc = {"stamp": self.stamp, "values": kept, "errors": dict(errors), "idle_ledger": idle_ledger}
+        if not round_trips(idle_ledger):
+            return False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_bytes(orjson.dumps(doc))
+            os.replace(tmp, self.path)
+        except OSError:
+            return False
+        return True
 
 
 def default_cache(directory: str | os.PathLike[str] | None = None, enabled: bool = True) -> FrameCache | None:

@@ -306,6 +306,7 @@ def analyze(
                     ignore=ignore,
                     min_saving_ms=min_saving_ms,
                     min_saving_share=min_saving_share,
+                    signal_store=use_cache.signals(traces[0]) if use_cache is not None else None,
                 )
                 if format is not Format.html:
                     loaded = None  # free the frames before rendering

@@ -78,6 +78,7 @@ def analyze_trace(
     ignore: list[str] | None = None,
     min_saving_ms: float | None = None,
     min_saving_share: float | None = None,
+    signal_store: Any = None,
 ) -> Report:
     """Compute every signal, evaluate the rules and build the :class:`Report`.
 
@@ -85,6 +86,9 @@ def analyze_trace(
         min_saving_ms, min_saving_share: the floors (default 0.05 ms per step and 1% of the
             step, :mod:`tracedoc.engine.claims`): a finding whose granted saving is below
             either is reported in ``below_floor`` instead of ``findings``.
+        signal_store: a :class:`tracedoc.cache.SignalStore` of this trace: its stored signal
+            values seed the analysis (rules, selections and floors still apply anew), and the
+            values computed now are stored in it when it had none.
 
     Raises:
         tracedoc.errors.RuleError: a bad ``select``/``ignore`` selector or rule file.
@@ -94,6 +98,9 @@ def analyze_trace(
 
     rules = select_rules(rules if rules is not None else builtin_rules(), select, ignore)
     ctx = SignalContext(trace)
+    stored = signal_store.get() if signal_store is not None else None
+    if stored is not None:
+        ctx.seed(stored["values"], stored["errors"])
     findings, skipped = run_rules(ctx, rules)
     step_ms, _ = ctx.try_get("step_time_ms")
     findings, below = apply_floors(
@@ -114,6 +121,10 @@ def analyze_trace(
             signals[name] = None
             unavailable[name] = reason
     per_step, _ = ctx.try_get("step_breakdown")
+    ledger = stored["idle_ledger"] if stored is not None else idle_ledger(ctx)
+    if signal_store is not None and stored is None:
+        values, reasons = ctx.export()
+        signal_store.put(values, reasons, ledger)
     return Report(
         trace=summarize_trace(trace),
         signals=signals,
@@ -123,7 +134,7 @@ def analyze_trace(
         steps=per_step or [],
         findings=findings,
         skipped=skipped,
-        idle_ledger=idle_ledger(ctx),
+        idle_ledger=ledger,
         below_floor=below,
         notes=report_notes(ctx),
         rules_evaluated=[r.code for r in rules],

@@ -127,6 +127,16 @@ class SignalContext:
         self._values[name] = value
         return value
 
+    def export(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """``(values, reasons)``: every signal computed so far, and why the unavailable ones are."""
+        return dict(self._values), dict(self._errors)
+
+    def seed(self, values: dict[str, Any], reasons: dict[str, str]) -> None:
+        """Take signal values (and reasons for unavailable ones) computed earlier on the same
+        trace by the same code (:class:`tracedoc.cache.SignalStore`); they are not recomputed."""
+        self._values.update(values)
+        self._errors.update(reasons)
+
     def try_get(self, name: str) -> tuple[Any, str | None]:
         """``(value, None)`` or ``(None, reason)`` when unavailable."""
         try:
