@@ -61,6 +61,9 @@ def test_the_public_rules():
         "zero-grad-kernels": "TD202",
         "no-tensor-core-use": "TD301",
         "low-gpu-memory-use": "TD401",
+        "cpu-oversubscription": "TD501",
+        "cpu-dispatch-overhead": "TD502",
+        "cpu-fp32-matmul-bf16-capable": "TD503",
     }
     safety = {r.name: r.fix.safety for r in RULES}
     assert safety["dataloader-stall"] == safety["pageable-h2d-copy"] == safety["h2d-copy-share"] == "safe"

@@ -5,7 +5,7 @@ gradients plus noise, so they compress like photographs) are encoded once, in me
 JPEG (pillow, quality 90). Each item is decoded from its JPEG bytes and augmented the way
 an ImageNet-style pipeline does: ``RandomResizedCrop(96) -> RandomHorizontalFlip ->
 ColorJitter(0.4, 0.4, 0.4) -> ToTensor -> Normalize``. The model is a 3-conv CNN
-(32/64/128 channels, ReLU, max-pool, global average pool, linear head), cross-entropy,
+(16/32/64 channels, ReLU, max-pool, global average pool, linear head), cross-entropy,
 SGD, batch size 32, ``DataLoader(num_workers=0)``, PyTorch's default intra-op threads
 (one per core).
 
@@ -44,6 +44,8 @@ class Config:
     compile: bool = False
     amp: Literal["off", "bf16", "fp16"] = "off"
     device: str = "auto"
+    #: channels of the first conv stage (then 2x, 4x)
+    width: int = 16
     #: side of the stored JPEG images, and of the random crop fed to the model (pixels)
     image_size: int = 128
     crop_size: int = 96
@@ -107,16 +109,22 @@ class JpegDataset:
         return self.transform(image), index % 10
 
 
-def build_model(n_classes: int = 10):
-    """The 3-conv CNN: three ``Conv3x3 -> ReLU -> MaxPool2`` stages (32, 64, 128 channels),
+def build_model(width: int = 16, n_classes: int = 10):
+    """The 3-conv CNN: three ``Conv3x3 -> ReLU -> MaxPool2`` stages (``width``, 2x, 4x channels),
     global average pooling and a linear classifier."""
     from torch import nn
 
     def stage(c_in: int, c_out: int) -> nn.Sequential:
         return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2))
 
+    w = width
     return nn.Sequential(
-        stage(3, 32), stage(32, 64), stage(64, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, n_classes)
+        stage(3, w),
+        stage(w, 2 * w),
+        stage(2 * w, 4 * w),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4 * w, n_classes),
     )
 
 
@@ -161,7 +169,7 @@ def run(config: Config, out_dir: str | Path) -> dict:
     batches = iter(loader)
 
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
-    model = build_model().to(device, memory_format=memory_format)
+    model = build_model(config.width).to(device, memory_format=memory_format)
     criterion = torch.nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     forward = torch.compile(model) if config.compile else model
@@ -189,4 +197,5 @@ def run(config: Config, out_dir: str | Path) -> dict:
         out_dir=out_dir,
         steps=steps,
         dataloader_workers=config.num_workers,
+        amp=config.amp,
     )

@@ -122,7 +122,7 @@ def _cpu_flags() -> list[str]:
     return text.split()
 
 
-def host_info(dataloader_workers: int = 0) -> dict[str, Any]:
+def host_info(dataloader_workers: int = 0, amp: str | None = None) -> dict[str, Any]:
     """The host facts the CPU rules read, as recorded in a trace's ``tracedoc_host`` metadata.
 
     Returns:
@@ -130,7 +130,8 @@ def host_info(dataloader_workers: int = 0) -> dict[str, Any]:
         ``"intra_op_threads": int`` (``torch.get_num_threads()``), ``"inter_op_threads": int``,
         ``"dataloader_workers": int`` (as the workload says), ``"cpu_model": str``,
         ``"cpu_flags": [str]`` (``/proc/cpuinfo``), ``"bf16_matrix_units": bool`` (any of
-        :data:`BF16_CPU_FLAGS`), ``"torch": str}``.
+        :data:`BF16_CPU_FLAGS`), ``"torch": str``, and ``"amp": str`` (the autocast dtype
+        the workload ran with: ``"off"`` for fp32, ``"bf16"``, ``"fp16"``) when given``}``.
     """
     import torch
 
@@ -148,6 +149,7 @@ def host_info(dataloader_workers: int = 0) -> dict[str, Any]:
         "cpu_flags": flags,
         "bf16_matrix_units": any(f in flags for f in BF16_CPU_FLAGS),
         "torch": torch.__version__,
+        **({"amp": str(amp)} if amp is not None else {}),
     }
 
 
@@ -167,6 +169,7 @@ def measure(
     out_dir: str | Path,
     steps: Steps,
     dataloader_workers: int = 0,
+    amp: str | None = None,
 ) -> dict[str, Any]:
     """Warm up, record a trace, then time ``steps.repeats`` windows of ``steps.timed`` steps.
 
@@ -176,8 +179,8 @@ def measure(
     ``out_dir/trace.pt.trace.json.gz``. The timed windows run with the profiler off and
     the device synchronised at each window's edges, so profiling overhead and queued
     work do not pollute the figures. The trace carries :func:`host_info` (core count,
-    intra-op threads, ``dataloader_workers``, CPU model and flags) under the top-level
-    key ``tracedoc_host``.
+    intra-op threads, ``dataloader_workers``, CPU model and flags, and ``amp``, the
+    workload's autocast setting, when it passes one) under the top-level key ``tracedoc_host``.
 
     With the environment variable ``TRACEDOC_MEASURE_ONLY=1`` (the fix-loop's A/B
     measurement runs) no trace is recorded and one timed window is run: the result then
@@ -213,10 +216,9 @@ def measure(
         activities.append(ProfilerActivity.CUDA)
     trace_path = out_dir / TRACE_NAME
 
-    host = host_info(dataloader_workers)
+    host = host_info(dataloader_workers, amp)
 
     def export(prof) -> None:
-        prof.add_metadata_json(HOST_METADATA_KEY, json.dumps(host))
         prof.export_chrome_trace(str(trace_path))  # a ".gz" path is written gzipped
 
     with profile(
@@ -227,8 +229,10 @@ def measure(
         profile_memory=True,
         with_stack=False,
     ) as prof:
+        host_json = json.dumps(host)
         for _ in range(steps.profile_wait + steps.profile_warmup + steps.profile_active):
             step()
+            prof.add_metadata_json(HOST_METADATA_KEY, host_json)  # kept only while a session records
             prof.step()
     synchronize(device)
 
