@@ -462,3 +462,35 @@ def test_markdown_summary_has_the_table(tmp_path):
     assert "| # | change | step ms | samples/s | CV | speedup | status | predicted ms | measured ms |" in md
     assert "| 1 | num_workers: 0 -> 1 |" in md
     assert "## Keep rule" in md
+
+
+def test_amp_on_a_cpu_with_bf16_units_only(tmp_path):
+    cpu_bf16 = dict(CPU, bf16_supported=True)
+    td503 = finding("cpu-fp32-matmul-bf16-capable", ["amp"], 15.0, "TD503", "unsafe")
+    summary, runner = run_loop(tmp_path, lambda c: ([100] * 3, [td503]), hw=cpu_bf16, unsafe_fixes=True)
+    assert runner.configs[1]["amp"] == "bf16"
+    assert "amp" not in {n["knob"] for n in summary["not_applicable"]}
+    summary, runner = run_loop(tmp_path, lambda c: ([100] * 3, [td503]), hw=CPU, unsafe_fixes=True)
+    assert len(runner.configs) == 1 and "amp" in {n["knob"] for n in summary["not_applicable"]}
+
+
+def test_interrupted_ab_round_keeps_its_elapsed_time_and_strict_json(tmp_path):
+    class SlowInterrupt(FakeRunner):
+        def measure(self, config, run_dir, on_tick=None):
+            if len(self.measured) == 3:
+                import time
+
+                time.sleep(0.3)
+                raise KeyboardInterrupt
+            return super().measure(config, run_dir, on_tick)
+
+    def behave(c):
+        return [100.0] if c["num_workers"] == 0 else [120.0], [DATALOADER | {"estimated_saving_ms": float("nan")}]
+
+    runner = SlowInterrupt(behave)
+    loop = FixLoop(runner, spec(), tmp_path / "out", LoopOptions(n_cpus=2))
+    summary = loop.run()
+    assert statuses(summary) == ["baseline", "interrupted"]
+    assert summary["trials"][1]["elapsed_s"] >= 0.3  # not 0.0
+    text = (tmp_path / "out" / "summary.json").read_text()
+    assert "NaN" not in text and json.loads(text)["trials"][1]["predicted_saving_ms"] is None

@@ -74,6 +74,12 @@ class RichProgress:
             soft_wrap=True,
         )
 
+    def info(self, text: str) -> None:
+        """Print a line about the running trial (A/B rounds, follow-ups)."""
+        from rich.markup import escape
+
+        self.console.print(f"  {escape(text)}", soft_wrap=True, highlight=False)
+
     def note(self, text: str) -> None:
         """Print a fix that is passed over, and why."""
         from rich.markup import escape

@@ -154,6 +154,7 @@ class Progress(Protocol):
     def tick(self, elapsed_s: float) -> None: ...
     def trial_finished(self, record: TrialRecord) -> None: ...
     def note(self, text: str) -> None: ...
+    def info(self, text: str) -> None: ...
 
 
 class NullProgress:
@@ -169,6 +170,9 @@ class NullProgress:
         pass
 
     def note(self, text) -> None:  # noqa: D102
+        pass
+
+    def info(self, text) -> None:  # noqa: D102
         pass
 
 
@@ -398,6 +402,7 @@ class FixLoop:
                     got[side] = out
                 a_sps.append(statistics.median(got["A"].samples_per_s))
                 b_sps.append(statistics.median(got["B"].samples_per_s))
+                self._info(f"A/B round {i + 1}: A {a_sps[-1]:.1f}, B {b_sps[-1]:.1f} samples/s")
                 a_ms.append(statistics.median(got["A"].step_time_ms))
                 b_ms.append(statistics.median(got["B"].step_time_ms))
                 i += 1
@@ -405,7 +410,7 @@ class FixLoop:
             if decision.verdict != "undecided":
                 break
             rounds += 1
-            self.progress.note(f"trial {index}: {decision.reason}; measuring round {rounds}")
+            self._info(f"undecided ({decision.reason}); measuring round {rounds}")
         record.decision = decision.to_dict()
         record.ab = _ab_dict(a_sps, b_sps, a_ms, b_ms)
         record.status = {"keep": "kept", "revert": "reverted"}.get(decision.verdict, "inconclusive")
@@ -422,6 +427,11 @@ class FixLoop:
         )
         record.measured_saving_ms = pvm["measured_saving_ms"]
         record.prediction_ratio = pvm["ratio"]
+
+    def _info(self, text: str) -> None:
+        info = getattr(self.progress, "info", None)
+        if info is not None:
+            info(text)
 
     def _queue_followup(self, proposal: Proposal, config: dict[str, Any], analysis: dict[str, Any] | None) -> None:
         """Queue the change again with the fix of a finding that only its own trace shows."""
@@ -449,7 +459,7 @@ class FixLoop:
                 if followup.key() in self.tried:
                     continue
                 self.followups.append(followup)
-                self.progress.note(
+                self._info(
                     f"{proposal.knob.name}={_fmt(proposal.new)} shows {finding.get('code')} {finding.get('name')}: "
                     f"trying it again with {name}={_fmt(value)}"
                 )
