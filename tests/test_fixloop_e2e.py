@@ -33,13 +33,22 @@ def _needs_torch_and_analyzer():
         pytest.skip("tracedoc.analyze is not available yet")
 
 
-def fix_loop(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def fix_loop(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    """Run ``python -m tracedoc fix-loop ARGS``; past ``timeout`` it gets SIGTERM (so its trials stop too)."""
+    import os
+    import signal
+
     env_path = str(ROOT)
     cmd = [sys.executable, "-m", "tracedoc", "fix-loop", *args]
-    import os
-
     env = dict(os.environ, PYTHONPATH=env_path + os.pathsep + os.environ.get("PYTHONPATH", ""), COLUMNS="200")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=120)
+        pytest.fail(f"fix-loop ran past {timeout:g} s (stopped with SIGTERM): {stderr[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
 def check_decisions(summary: dict) -> None:
