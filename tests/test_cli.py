@@ -123,7 +123,7 @@ def test_rules_and_rule_commands():
     ):
         assert name in r.stdout
     rules = json.loads(run("rules", "--format", "json").stdout)
-    assert len(rules) == 7
+    assert len(rules) == 10  # TD101-TD401 and the CPU rules TD501-TD503
     for key in ("TD301", "no-tensor-core-use"):
         r = run("rule", key)
         assert r.returncode == 0
