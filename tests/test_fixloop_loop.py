@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -56,13 +57,34 @@ GPU = {"type": "cuda", "name": "fake gpu", "bf16_supported": True}
 
 
 class FakeRunner:
-    """Calls ``behave(config) -> (samples_per_s repeats | status str, findings)`` for each trial."""
+    """Calls ``behave(config) -> (samples_per_s repeats | status str, findings)`` for each trial.
+
+    ``run`` (the profiled run) returns all the repeats; ``measure`` (one A/B sample) returns
+    the next repeat of that configuration, cycling, so a list of 5 values gives the 5 rounds.
+    """
 
     def __init__(self, behave: Callable[[dict], tuple[Any, list[dict]]], device=CPU, interrupt_at: int | None = None):
         self.behave = behave
         self.device = device
         self.configs: list[dict] = []
+        self.measured: list[tuple[str, dict]] = []
+        self.counts: dict[str, int] = {}
         self.interrupt_at = interrupt_at
+
+    def measure(self, config, run_dir: Path, on_tick=None) -> TrialOutcome:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.measured.append((run_dir.name, dict(config)))
+        result, _ = self.behave(config)
+        if isinstance(result, str):
+            return TrialOutcome(result, error=f"fake {result}", dir=str(run_dir))
+        key = json.dumps(config, sort_keys=True)
+        i = self.counts.get(key, 0)
+        self.counts[key] = i + 1
+        value = result[i % len(result)]
+        bs = config["batch_size"]
+        return TrialOutcome(
+            "ok", samples_per_s=[value], step_time_ms=[1000.0 * bs / value], batch_size=bs, device=self.device
+        )
 
     def describe(self) -> WorkloadSpec:
         return spec()
@@ -92,6 +114,7 @@ class FakeRunner:
 def run_loop(tmp_path, behave, hw=CPU, fields=RESNET_FIELDS, knobs=None, **opts) -> tuple[dict, FakeRunner]:
     """Run the loop on a fake runner; ``hw`` is the device the fake trials report."""
     runner = FakeRunner(behave, device=hw, interrupt_at=opts.pop("interrupt_at", None))
+    runner.spec_fields = fields
     options = LoopOptions(n_cpus=opts.pop("n_cpus", 8), **opts)
     loop = FixLoop(runner, spec(fields, knobs), tmp_path / "out", options)
     return loop.run(), runner
@@ -137,17 +160,56 @@ def test_revert_when_slower(tmp_path):
     assert [c["num_workers"] for c in runner.configs] == [0, 1]
 
 
-def test_gain_inside_noise_is_reverted(tmp_path):
-    # +5 % median gain, but the repeats spread over 20 samples/s: inside the noise
+def test_gain_inside_noise_is_remeasured_then_inconclusive(tmp_path):
+    # +5 % median gain, but the paired ratios straddle the 2 % floor: more rounds, then inconclusive
     def behave(c):
-        return ([90, 100, 110] if c["num_workers"] == 0 else [95, 105, 115]), [DATALOADER]
+        return ([100, 110, 90, 100, 105] if c["num_workers"] == 0 else [95, 120, 100, 104, 100]), [DATALOADER]
 
-    summary, _ = run_loop(tmp_path, behave)
-    assert statuses(summary) == ["baseline", "reverted"]
-    decision = summary["trials"][1]["decision"]
-    assert decision["gain"] == pytest.approx(5.0)
-    assert decision["noise"] == pytest.approx(20.0)
-    assert not decision["keep"]
+    summary, runner = run_loop(tmp_path, behave, max_rounds=7)
+    assert statuses(summary) == ["baseline", "inconclusive"]
+    trial = summary["trials"][1]
+    assert trial["decision"]["verdict"] == "inconclusive" and not trial["decision"]["keep"]
+    assert trial["decision"]["rounds"] == 7 == trial["ab"]["rounds"]  # re-measured up to the bound
+    assert len(runner.measured) == 14
+    assert summary["final"]["config"]["num_workers"] == 0
+    assert any("inconclusive" in w for w in summary["warnings"])
+    assert any("too noisy" in w for w in summary["warnings"])  # CV of the sides above 10 %
+
+
+def test_ab_rounds_alternate_and_pair(tmp_path):
+    def behave(c):
+        return ([100] if c["num_workers"] == 0 else [130]), [DATALOADER]
+
+    summary, runner = run_loop(tmp_path, behave, max_trials=1)
+    order = [name for name, _ in runner.measured]
+    assert order[:4] == ["ab-01-A", "ab-01-B", "ab-02-B", "ab-02-A"]
+    assert len(order) == 10  # 5 rounds of A and B
+    assert {name[-1]: cfg["num_workers"] for name, cfg in runner.measured} == {"A": 0, "B": 1}
+    ab = summary["trials"][1]["ab"]
+    assert ab["incumbent"]["samples_per_s"] == [100] * 5 and ab["candidate"]["samples_per_s"] == [130] * 5
+    assert ab["incumbent"]["cv"] == 0 and summary["trials"][1]["decision"]["ratio_median"] == pytest.approx(1.3)
+
+
+def test_followup_with_the_fix_the_candidate_trace_shows(tmp_path):
+    # workers alone do not help (they fight the intra-op threads); workers + fewer threads do
+    oversub = finding("cpu-oversubscription", ["num_threads"], 20.0, "TD501")
+    fields = RESNET_FIELDS + [FieldSpec("num_threads", "int", 0)]
+
+    def behave(c):
+        if c["num_workers"] == 0:
+            return [100], [DATALOADER]
+        if c["num_threads"] == 0:
+            return [95], [DATALOADER, oversub]
+        return [137], []
+
+    summary, runner = run_loop(tmp_path, behave, fields=fields, n_cpus=2)
+    assert statuses(summary) == ["baseline", "reverted", "kept"]
+    t = summary["trials"][2]
+    assert t["change"] == "num_workers: 0 -> 1 + num_threads: 0 -> 1"
+    assert t["extra_changes"] == {"num_threads": [0, 1]}
+    assert t["followup_finding"]["code"] == "TD501"
+    assert summary["final"]["config"]["num_workers"] == 1 and summary["final"]["config"]["num_threads"] == 1
+    assert summary["final"]["speedup"] == pytest.approx(1.37)
 
 
 def test_gain_below_min_gain_floor_is_reverted(tmp_path):
@@ -196,6 +258,7 @@ def test_ctrl_c_mid_loop_still_writes_summary(tmp_path):
     summary, runner = run_loop(tmp_path, behave, interrupt_at=2)
     assert summary["interrupted"] is True
     assert statuses(summary) == ["baseline", "kept", "interrupted"]
+    assert summary["stop_reason"] == "interrupted (Ctrl-C)"
     on_disk = written(tmp_path)
     assert on_disk["interrupted"] is True
     assert on_disk["final"]["config"]["num_workers"] == 1  # the best so far is not lost
@@ -211,7 +274,7 @@ def test_summary_written_after_every_trial(tmp_path):
         return [100 + 20 * c["num_workers"]] * 3, [DATALOADER]
 
     run_loop(tmp_path, behave, n_cpus=4)
-    assert seen == [0, 1, 2, 3]
+    assert [k for k, _ in itertools.groupby(seen)] == [0, 1, 2, 3]  # (behave also runs for each A/B round)
 
 
 # ------------------------------------------------------------------ choosing
@@ -396,6 +459,38 @@ def test_set_and_device_options(tmp_path):
 def test_markdown_summary_has_the_table(tmp_path):
     run_loop(tmp_path, lambda c: ([100 + 50 * c["num_workers"]] * 3, [DATALOADER]), n_cpus=2)
     md = (tmp_path / "out" / "summary.md").read_text()
-    assert "| # | change | step ms | samples/s | speedup | status | predicted ms | measured ms |" in md
+    assert "| # | change | step ms | samples/s | CV | speedup | status | predicted ms | measured ms |" in md
     assert "| 1 | num_workers: 0 -> 1 |" in md
     assert "## Keep rule" in md
+
+
+def test_amp_on_a_cpu_with_bf16_units_only(tmp_path):
+    cpu_bf16 = dict(CPU, bf16_supported=True)
+    td503 = finding("cpu-fp32-matmul-bf16-capable", ["amp"], 15.0, "TD503", "unsafe")
+    summary, runner = run_loop(tmp_path, lambda c: ([100] * 3, [td503]), hw=cpu_bf16, unsafe_fixes=True)
+    assert runner.configs[1]["amp"] == "bf16"
+    assert "amp" not in {n["knob"] for n in summary["not_applicable"]}
+    summary, runner = run_loop(tmp_path, lambda c: ([100] * 3, [td503]), hw=CPU, unsafe_fixes=True)
+    assert len(runner.configs) == 1 and "amp" in {n["knob"] for n in summary["not_applicable"]}
+
+
+def test_interrupted_ab_round_keeps_its_elapsed_time_and_strict_json(tmp_path):
+    class SlowInterrupt(FakeRunner):
+        def measure(self, config, run_dir, on_tick=None):
+            if len(self.measured) == 3:
+                import time
+
+                time.sleep(0.3)
+                raise KeyboardInterrupt
+            return super().measure(config, run_dir, on_tick)
+
+    def behave(c):
+        return [100.0] if c["num_workers"] == 0 else [120.0], [DATALOADER | {"estimated_saving_ms": float("nan")}]
+
+    runner = SlowInterrupt(behave)
+    loop = FixLoop(runner, spec(), tmp_path / "out", LoopOptions(n_cpus=2))
+    summary = loop.run()
+    assert statuses(summary) == ["baseline", "interrupted"]
+    assert summary["trials"][1]["elapsed_s"] >= 0.3  # not 0.0
+    text = (tmp_path / "out" / "summary.json").read_text()
+    assert "NaN" not in text and json.loads(text)["trials"][1]["predicted_saving_ms"] is None

@@ -5,23 +5,38 @@ from __future__ import annotations
 import pytest
 
 from tracedoc.fixloop import knobs
-from tracedoc.fixloop.noise import decide, spread
+from tracedoc.fixloop.noise import cv, decide, median_interval
 from tracedoc.fixloop.workload import FieldSpec, WorkloadError, WorkloadSpec
 
 
+def test_sign_test_interval():
+    # coverage 1 - 2 * P(Bin(n, 1/2) <= k - 1), by hand: n=5: 1 - 2/32; n=8: 1 - 2*9/256; n=10: 1 - 2*11/1024
+    assert median_interval(4) is None
+    assert median_interval(5) == (1, pytest.approx(0.9375))
+    assert median_interval(8) == (2, pytest.approx(1 - 18 / 256))
+    assert median_interval(10) == (2, pytest.approx(1 - 22 / 1024))
+    assert cv([5.0]) == 0 and cv([90, 110]) == pytest.approx(14.142135 / 100)
+
+
 def test_noise_rule():
-    d = decide([100, 100, 100], [110, 110, 110])
-    assert d.keep and d.gain == 10 and d.noise == 0 and d.threshold == pytest.approx(2.0)
-    assert "2% floor" in d.reason
-    d = decide([90, 100, 110], [106, 108, 130])  # +8 but the candidate's spread is 24
-    assert not d.keep and d.noise == 24 and d.threshold == 24 and "noise" in d.reason
-    assert decide([100], [101.9]).keep is False  # below 2 %
-    assert decide([100], [102.1]).keep is True
-    assert decide([100, 100], [104, 104], min_gain=0.05).keep is False
-    assert decide([100, 102], [106, 106], k=2).keep is True and decide([100, 102], [105, 105], k=2).keep is False
-    assert spread([3.0]) == 0 and spread([1, 5, 3]) == 4
+    d = decide([100] * 5, [110] * 5)
+    assert d.keep and d.verdict == "keep" and d.ratio_low == d.ratio_high == pytest.approx(1.1)
+    assert d.gain == 10 and d.confidence == pytest.approx(0.9375) and d.floor == pytest.approx(1.02)
+    # one round of five below the floor: the interval [min, max] reaches below 1.02
+    d = decide([100] * 5, [110, 111, 109, 101, 112], final=False)
+    assert d.verdict == "undecided" and not d.keep and "straddles" in d.reason
+    assert decide([100] * 5, [110, 111, 109, 101, 112]).verdict == "inconclusive"
+    assert decide([100] * 5, [95, 99, 101, 97, 96]).verdict == "revert"  # high end 1.01 < 1.02
+    assert decide([100] * 5, [101.9] * 5).verdict == "revert"  # below the 2 % floor
+    assert decide([100] * 5, [104] * 5, min_gain=0.05).verdict == "revert"
+    # paired: a load change that hits both sides of a round alike does not hide the gain
+    d = decide([100, 50, 100, 60, 100], [120, 61, 121, 71, 119])
+    assert d.keep and d.incumbent_cv > 0.25 and d.noisy
+    assert decide([100] * 4, [200] * 4, final=False).verdict == "undecided"  # too few rounds
     with pytest.raises(ValueError):
-        decide([], [1])
+        decide([], [])
+    with pytest.raises(ValueError):
+        decide([1, 2], [1])
 
 
 def test_worker_values():
@@ -46,6 +61,13 @@ def test_propose_value():
     assert knobs.propose_value(t["amp"], "off", gpu, 4, False) == "bf16"
     assert knobs.propose_value(t["amp"], "off", {"type": "cuda", "bf16_supported": False}, 4, False) == "fp16"
     assert knobs.propose_value(t["input_dtype"], "float32", gpu, 4, False) == "uint8"
+    # intra-op threads: cores minus the DataLoader workers, at least 1; 0 means the default (= cores)
+    assert knobs.propose_value(t["num_threads"], 0, cpu, 2, False, config={"num_workers": 1}) == 1
+    assert knobs.propose_value(t["num_threads"], 0, cpu, 2, False, config={"num_workers": 0}) is None
+    assert knobs.propose_value(t["num_threads"], 1, cpu, 2, False, config={"num_workers": 2}) is None
+    assert knobs.propose_value(t["num_threads"], 0, cpu, 8, False, config={"num_workers": 2}) == 6
+    # amp on the CPU only where the CPU has bf16 matrix units
+    assert t["amp"].applies_to("cpu", {"bf16_supported": True}) and not t["amp"].applies_to("cpu", {})
 
 
 def test_knob_table_safety_and_devices():

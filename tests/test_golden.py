@@ -94,6 +94,9 @@ GPU_RULES = {
     "allocator-churn",
 }
 
+# the CPU rules (TD5xx) need the host metadata of tracedoc's fix-loop harness, or a CPU-only trace
+CPU_RULES = {"cpu-oversubscription", "cpu-dispatch-overhead", "cpu-fp32-matmul-bf16-capable"}
+
 
 @pytest.mark.parametrize(
     "name,skipped",
@@ -106,10 +109,14 @@ GPU_RULES = {
                 "zero-grad-kernels",
                 "exposed-communication",
                 "step-time-outlier",
-            },
+            }
+            | CPU_RULES,
         ),
-        ("cpu_only_gloo.pt.trace.json.gz", GPU_RULES | {"dataloader-stall", "step-time-outlier"}),
-        ("legacy_computeproperties.json.gz", {"low-gpu-memory-use", "exposed-communication", "step-time-outlier"}),
+        ("cpu_only_gloo.pt.trace.json.gz", GPU_RULES | {"dataloader-stall", "step-time-outlier"} | CPU_RULES),
+        (
+            "legacy_computeproperties.json.gz",
+            {"low-gpu-memory-use", "exposed-communication", "step-time-outlier"} | CPU_RULES,
+        ),
     ],
 )
 def test_odd_traces_analyzed_with_reasons_for_skips(name, skipped):

@@ -69,6 +69,9 @@ def test_the_public_rules():
         "step-time-outlier": "TD702",
         "single-tensor-optimizer": "TD210",
         "unfused-attention": "TD310",
+        "cpu-oversubscription": "TD501",
+        "cpu-dispatch-overhead": "TD502",
+        "cpu-fp32-matmul-bf16-capable": "TD503",
     }
     safety = {r.name: r.fix.safety for r in RULES}
     assert safety["dataloader-stall"] == safety["pageable-h2d-copy"] == safety["h2d-copy-share"] == "safe"

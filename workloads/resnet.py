@@ -138,4 +138,12 @@ def run(config: Config, out_dir: str | Path) -> dict:
         scaler.update()
 
     model.train()
-    return harness.measure(step, batch_size=config.batch_size, device=device, out_dir=out_dir, steps=steps)
+    return harness.measure(
+        step,
+        batch_size=config.batch_size,
+        device=device,
+        out_dir=out_dir,
+        steps=steps,
+        dataloader_workers=config.num_workers,
+        amp=config.amp,
+    )

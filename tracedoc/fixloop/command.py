@@ -2,14 +2,19 @@
 
 The report (table, JSON or Markdown) goes to stdout; progress, notes and errors to stderr.
 Exit status: 0 the loop ran (whether or not a change was kept), 2 bad arguments, a
-workload that cannot be loaded, or a baseline trial that failed, 130 interrupted (Ctrl-C;
-the summary is written all the same). Nothing heavy (torch, pandas) is imported here.
+workload that cannot be loaded, or a baseline trial that failed, 130 interrupted (Ctrl-C),
+143 terminated (SIGTERM), 129 hung up (SIGHUP); the summary is written all the same and
+the running trial's process group is stopped. Nothing heavy (torch, pandas) is imported here.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Optional
@@ -69,11 +74,68 @@ class RichProgress:
             soft_wrap=True,
         )
 
+    def info(self, text: str) -> None:
+        """Print a line about the running trial (A/B rounds, follow-ups)."""
+        from rich.markup import escape
+
+        self.console.print(f"  {escape(text)}", soft_wrap=True, highlight=False)
+
     def note(self, text: str) -> None:
         """Print a fix that is passed over, and why."""
         from rich.markup import escape
 
         self.console.print(f"  [dim]skip {escape(text)}[/]", soft_wrap=True)
+
+
+#: What a fix-loop writes into ``--out``; ``--overwrite`` removes exactly these.
+_OWN_FILES = ("summary.json", "summary.md", "final_config.json", "summary.json.tmp", "summary.md.tmp")
+_TRIAL_DIR = re.compile(r"trial-\d{2,}")
+
+
+def prepare_out(out_dir: Path, overwrite: bool) -> str | None:
+    """Make ``out_dir`` ready for a new run; return an error message, or ``None``.
+
+    A missing or empty directory is used as is. A directory that holds an earlier run
+    (or anything else) is refused, unless ``overwrite``: then the earlier run's own files
+    (``summary.*``, ``final_config.json``, ``trial-NN/``) are removed, and anything else
+    in it makes the call refuse, so ``--overwrite`` never deletes files it did not write.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        return f"--out {out_dir}: exists and is not a directory"
+    if not out_dir.exists():
+        return None
+    entries = list(out_dir.iterdir())
+    if not entries:
+        return None
+    if not overwrite:
+        return f"--out {out_dir}: not empty (an earlier run?); choose another directory or pass --overwrite"
+    foreign = [e.name for e in entries if not (e.name in _OWN_FILES or (_TRIAL_DIR.fullmatch(e.name) and e.is_dir()))]
+    if foreign:
+        return f"--out {out_dir}: holds files a fix-loop did not write ({', '.join(sorted(foreign)[:3])}); not removing"
+    for e in entries:
+        if e.is_dir() and not e.is_symlink():
+            shutil.rmtree(e)
+        else:
+            e.unlink()
+    return None
+
+
+def _install_signal_handlers() -> dict:
+    """Turn SIGTERM and SIGHUP into :class:`tracedoc.fixloop.loop.Terminated` (a KeyboardInterrupt)."""
+    from tracedoc.fixloop.loop import Terminated
+
+    def handler(signum, frame):  # noqa: ARG001
+        raise Terminated(signum)
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                previous[sig] = signal.signal(sig, handler)
+            except (ValueError, OSError):  # not the main thread
+                pass
+    return previous
 
 
 def _fail(console, message: str, code: int = 2) -> typer.Exit:
@@ -105,6 +167,13 @@ def fix_loop(
         "auto", "--device", help="Device for the workload's device field: auto, cpu, cuda, cuda:1, ..."
     ),
     timeout: float = typer.Option(900.0, "--timeout", help="Wall-clock limit of one trial, in seconds."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Reuse a non-empty --out: remove the earlier fix-loop run in it first."
+    ),
+    ab_rounds: int = typer.Option(5, "--ab-rounds", help="Interleaved A/B rounds per trial (at least 5)."),
+    max_rounds: int = typer.Option(
+        9, "--max-rounds", help="A/B rounds at most when the first ones cannot decide (then 'inconclusive')."
+    ),
     min_gain: float = typer.Option(
         0.02,
         "--min-gain",
@@ -121,19 +190,64 @@ def fix_loop(
     """Run the workload, apply the top finding's fix, re-measure, keep it only if it really helps; repeat."""
     from rich.console import Console
 
-    from tracedoc.errors import TracedocError
-    from tracedoc.fixloop.loop import FixLoop, LoopOptions, start_config
-    from tracedoc.fixloop.runner import SubprocessRunner
-    from tracedoc.fixloop.summary import render_markdown, render_notes, render_table
-
     err = Console(stderr=True)
     if not workload.is_file():
         raise _fail(err, f"{workload}: workload file not found")
     if format_ not in FORMATS:
         raise _fail(err, f"--format must be one of {', '.join(FORMATS)}, not {format_!r}")
+    if not (math.isfinite(timeout) and math.isfinite(min_gain)):
+        raise _fail(err, "--timeout and --min-gain must be finite numbers")
     if max_trials < 0 or timeout <= 0 or min_gain < 0:
         raise _fail(err, "--max-trials and --min-gain must be >= 0 and --timeout > 0")
+    if ab_rounds < 5 or max_rounds < ab_rounds or max_rounds > 100:
+        raise _fail(err, "--ab-rounds must be >= 5 and --max-rounds between --ab-rounds and 100")
     sets = list(set_ or [])
+    previous = _install_signal_handlers()
+    try:
+        _run(
+            err,
+            workload,
+            sets,
+            rules,
+            timeout,
+            device,
+            out,
+            overwrite,
+            format_,
+            max_trials,
+            unsafe_fixes,
+            min_gain,
+            ab_rounds,
+            max_rounds,
+        )
+    finally:
+        for sig in previous:  # the report is written; a late SIGTERM/SIGHUP just ends the process
+            signal.signal(sig, signal.SIG_DFL)
+
+
+def _run(
+    err,
+    workload,
+    sets,
+    rules,
+    timeout,
+    device,
+    out,
+    overwrite,
+    format_,
+    max_trials,
+    unsafe_fixes,
+    min_gain,
+    ab_rounds,
+    max_rounds,
+) -> None:
+    from rich.console import Console
+
+    from tracedoc.errors import TracedocError
+    from tracedoc.fixloop.loop import FixLoop, LoopOptions, Terminated, start_config
+    from tracedoc.fixloop.runner import SubprocessRunner
+    from tracedoc.fixloop.summary import render_markdown, render_notes, render_table
+
     analyze = None
     if rules:
         from tracedoc.errors import RuleError
@@ -143,16 +257,30 @@ def fix_loop(
             analyze = analyzer_with_rules(list(rules))
         except RuleError as exc:
             raise _fail(err, f"--rules: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - a rule file the loader did not validate (e.g. knobs = 5)
+            raise _fail(err, f"--rules: invalid rule file: {type(exc).__name__}: {exc}") from None
     try:
         runner = SubprocessRunner(workload, timeout_s=timeout, analyze=analyze)
         spec = runner.describe()
         start_config(spec, sets, device)  # validate --set / --device before anything runs
     except TracedocError as exc:  # WorkloadError, RuleError
         raise _fail(err, str(exc)) from None
-    except KeyboardInterrupt:
-        raise _fail(err, "interrupted before the baseline started", 130) from None
+    except KeyboardInterrupt as exc:
+        code = 128 + exc.signum if isinstance(exc, Terminated) else 130
+        raise _fail(err, "interrupted before the baseline started", code) from None
     out_dir = out or Path("runs") / time.strftime("fix-loop-%Y%m%d-%H%M%S")
-    options = LoopOptions(max_trials=max_trials, unsafe_fixes=unsafe_fixes, device=device, sets=sets, min_gain=min_gain)
+    problem = prepare_out(out_dir, overwrite)
+    if problem:
+        raise _fail(err, problem)
+    options = LoopOptions(
+        max_trials=max_trials,
+        unsafe_fixes=unsafe_fixes,
+        device=device,
+        sets=sets,
+        min_gain=min_gain,
+        ab_rounds=ab_rounds,
+        max_rounds=max_rounds,
+    )
     loop = FixLoop(runner, spec, out_dir, options, progress=RichProgress(err), workload=str(workload))
     err.print(
         f"fix-loop: {workload} -> {out_dir}  (max {max_trials} trials, "
@@ -175,6 +303,6 @@ def fix_loop(
             out_console.print(f"  {note}", markup=False, highlight=False, soft_wrap=True)
     err.print(f"wrote {out_dir}/summary.json, summary.md, final_config.json", highlight=False, soft_wrap=True)
     if summary["interrupted"]:
-        raise typer.Exit(130)
+        raise typer.Exit(128 + summary["signal"] if summary.get("signal") else 130)
     if summary["final"] is None:
         raise _fail(err, f"the baseline trial failed: {summary['stop_reason']}; see {out_dir}/trial-00/stderr.log")

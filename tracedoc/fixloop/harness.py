@@ -14,6 +14,8 @@ torch is imported inside the functions, so importing this module stays cheap.
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 import time
 from dataclasses import dataclass
@@ -22,6 +24,18 @@ from typing import Any, Callable
 
 #: File name of the trace each trial writes (gzipped Chrome trace, Kineto format).
 TRACE_NAME = "trace.pt.trace.json.gz"
+
+#: Top-level key of the trace JSON under which :func:`measure` records the host facts
+#: (:func:`host_info`); ``tracedoc.load`` keeps it in ``Trace.metadata``.
+HOST_METADATA_KEY = "tracedoc_host"
+
+#: Environment variable the fix-loop sets for its A/B measurement runs: when ``"1"``,
+#: :func:`measure` records no trace and times a single window (see docs/fix-loop.md).
+MEASURE_ONLY_ENV = "TRACEDOC_MEASURE_ONLY"
+
+#: CPU flags (``/proc/cpuinfo``) that mean the cores have bf16 matrix or dot-product units:
+#: Intel AMX (``amx_bf16``, Sapphire Rapids and later) and AVX-512 BF16 (Cooper Lake and later).
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
 @dataclass(frozen=True)
@@ -83,19 +97,60 @@ def device_info(device: str) -> dict[str, Any]:
         info["total_memory_bytes"] = torch.cuda.get_device_properties(dev).total_memory
     else:
         info["name"] = _cpu_model()
-        info["bf16_supported"] = False
+        info["bf16_supported"] = any(f in _cpu_flags() for f in BF16_CPU_FLAGS)
     return info
 
 
-def _cpu_model() -> str:
+def _cpuinfo_field(name: str) -> str | None:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             for line in fh:
-                if line.startswith("model name"):
+                if line.split(":", 1)[0].strip() == name:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def _cpu_model() -> str:
+    return _cpuinfo_field("model name") or platform.processor() or platform.machine()
+
+
+def _cpu_flags() -> list[str]:
+    """The CPU feature flags of ``/proc/cpuinfo`` (x86 ``flags``, Arm ``Features``); empty elsewhere."""
+    text = _cpuinfo_field("flags") or _cpuinfo_field("Features") or ""
+    return text.split()
+
+
+def host_info(dataloader_workers: int = 0, amp: str | None = None) -> dict[str, Any]:
+    """The host facts the CPU rules read, as recorded in a trace's ``tracedoc_host`` metadata.
+
+    Returns:
+        ``{"cpu_cores": int`` (CPUs this process may run on: its affinity mask),
+        ``"intra_op_threads": int`` (``torch.get_num_threads()``), ``"inter_op_threads": int``,
+        ``"dataloader_workers": int`` (as the workload says), ``"cpu_model": str``,
+        ``"cpu_flags": [str]`` (``/proc/cpuinfo``), ``"bf16_matrix_units": bool`` (any of
+        :data:`BF16_CPU_FLAGS`), ``"torch": str``, and ``"amp": str`` (the autocast dtype
+        the workload ran with: ``"off"`` for fp32, ``"bf16"``, ``"fp16"``) when given``}``.
+    """
+    import torch
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        cores = os.cpu_count() or 1
+    flags = _cpu_flags()
+    return {
+        "cpu_cores": cores,
+        "intra_op_threads": torch.get_num_threads(),
+        "inter_op_threads": torch.get_num_interop_threads(),
+        "dataloader_workers": int(dataloader_workers),
+        "cpu_model": _cpu_model(),
+        "cpu_flags": flags,
+        "bf16_matrix_units": any(f in flags for f in BF16_CPU_FLAGS),
+        "torch": torch.__version__,
+        **({"amp": str(amp)} if amp is not None else {}),
+    }
 
 
 def synchronize(device: str) -> None:
@@ -107,7 +162,14 @@ def synchronize(device: str) -> None:
 
 
 def measure(
-    step: Callable[[], None], *, batch_size: int, device: str, out_dir: str | Path, steps: Steps
+    step: Callable[[], None],
+    *,
+    batch_size: int,
+    device: str,
+    out_dir: str | Path,
+    steps: Steps,
+    dataloader_workers: int = 0,
+    amp: str | None = None,
 ) -> dict[str, Any]:
     """Warm up, record a trace, then time ``steps.repeats`` windows of ``steps.timed`` steps.
 
@@ -116,7 +178,13 @@ def measure(
     (so ``[memory]`` events exist), and exported as a gzipped Chrome trace
     ``out_dir/trace.pt.trace.json.gz``. The timed windows run with the profiler off and
     the device synchronised at each window's edges, so profiling overhead and queued
-    work do not pollute the figures.
+    work do not pollute the figures. The trace carries :func:`host_info` (core count,
+    intra-op threads, ``dataloader_workers``, CPU model and flags, and ``amp``, the
+    workload's autocast setting, when it passes one) under the top-level key ``tracedoc_host``.
+
+    With the environment variable ``TRACEDOC_MEASURE_ONLY=1`` (the fix-loop's A/B
+    measurement runs) no trace is recorded and one timed window is run: the result then
+    has ``"trace": None``.
 
     Returns:
         ``{"samples_per_s": [...], "step_time_ms": [...]}`` (one value per repeat; samples/s
@@ -128,14 +196,27 @@ def measure(
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    measure_only = os.environ.get(MEASURE_ONLY_ENV) == "1"
     for _ in range(steps.warmup):
         step()
     synchronize(device)
+    if measure_only:
+        samples_per_s, step_time_ms = _timed_windows(step, batch_size, device, steps.timed, 1)
+        return {
+            "samples_per_s": samples_per_s,
+            "step_time_ms": step_time_ms,
+            "batch_size": batch_size,
+            "steps": steps.__dict__,
+            "trace": None,
+            "device": device_info(device),
+        }
 
     activities = [ProfilerActivity.CPU]
     if torch.device(device).type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     trace_path = out_dir / TRACE_NAME
+
+    host = host_info(dataloader_workers, amp)
 
     def export(prof) -> None:
         prof.export_chrome_trace(str(trace_path))  # a ".gz" path is written gzipped
@@ -148,21 +229,14 @@ def measure(
         profile_memory=True,
         with_stack=False,
     ) as prof:
+        host_json = json.dumps(host)
         for _ in range(steps.profile_wait + steps.profile_warmup + steps.profile_active):
             step()
+            prof.add_metadata_json(HOST_METADATA_KEY, host_json)  # kept only while a session records
             prof.step()
     synchronize(device)
 
-    samples_per_s, step_time_ms = [], []
-    for _ in range(steps.repeats):
-        synchronize(device)
-        t0 = time.perf_counter()
-        for _ in range(steps.timed):
-            step()
-        synchronize(device)
-        seconds = time.perf_counter() - t0
-        samples_per_s.append(batch_size * steps.timed / seconds)
-        step_time_ms.append(1000.0 * seconds / steps.timed)
+    samples_per_s, step_time_ms = _timed_windows(step, batch_size, device, steps.timed, steps.repeats)
     return {
         "samples_per_s": samples_per_s,
         "step_time_ms": step_time_ms,
@@ -171,3 +245,19 @@ def measure(
         "trace": TRACE_NAME,
         "device": device_info(device),
     }
+
+
+def _timed_windows(
+    step: Callable[[], None], batch_size: int, device: str, timed: int, repeats: int
+) -> tuple[list[float], list[float]]:
+    samples_per_s, step_time_ms = [], []
+    for _ in range(repeats):
+        synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(timed):
+            step()
+        synchronize(device)
+        seconds = time.perf_counter() - t0
+        samples_per_s.append(batch_size * timed / seconds)
+        step_time_ms.append(1000.0 * seconds / timed)
+    return samples_per_s, step_time_ms

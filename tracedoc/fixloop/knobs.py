@@ -21,6 +21,10 @@ How a value is chosen (``search``):
     of memory; capped at :data:`MAX_BATCH_SIZE`.
 ``values``
     the next value after the current one in a declared list (workload ``KNOBS``).
+``threads``
+    intra-op threads (``num_threads``; 0 means PyTorch's default, one per core): the CPU
+    count minus the configuration's DataLoader workers, at least 1, so that threads plus
+    workers do not exceed the cores (see the ``cpu-oversubscription`` rule, TD501).
 """
 
 from __future__ import annotations
@@ -56,10 +60,18 @@ class Knob:
     target: Any = True
     values: tuple[Any, ...] = ()
     why_not: str = ""
+    cpu_if_bf16: bool = False
 
-    def applies_to(self, device_type: str) -> bool:
-        """Whether the knob does anything on ``device_type`` (``"cpu"``, ``"cuda"``, ...)."""
-        return self.devices is None or device_type in self.devices
+    def applies_to(self, device_type: str, device: dict[str, Any] | None = None) -> bool:
+        """Whether the knob does anything on ``device_type`` (``"cpu"``, ``"cuda"``, ...).
+
+        A knob with ``cpu_if_bf16`` (``amp``) also applies on a CPU whose ``device`` info
+        says ``bf16_supported`` (the harness reads it from the CPU flags ``amx_bf16`` /
+        ``avx512_bf16``).
+        """
+        if self.devices is None or device_type in self.devices:
+            return True
+        return self.cpu_if_bf16 and device_type == "cpu" and bool((device or {}).get("bf16_supported"))
 
 
 _CUDA = frozenset({"cuda"})
@@ -93,6 +105,7 @@ KNOB_TABLE: dict[str, Knob] = {
             "uint8",
             why_not="a smaller input dtype only shrinks the host-to-device copy",
         ),
+        Knob("num_threads", "safe", None, "threads"),
         Knob("set_to_none", "safe", None, "target", True),
         Knob("channels_last", "safe", None, "target", True),
         Knob("compile", "safe", None, "target", True),
@@ -103,7 +116,9 @@ KNOB_TABLE: dict[str, Knob] = {
             _CUDA,
             "target",
             "amp",
-            why_not="AMP targets GPU Tensor Cores (fp16 autocast does not run on the CPU)",
+            why_not="AMP on the CPU needs bf16 matrix units (AMX or AVX-512 BF16 in the CPU flags), "
+            "which this CPU lacks; fp16 autocast does not speed up the CPU",
+            cpu_if_bf16=True,
         ),
     ]
 }
@@ -164,21 +179,35 @@ def _default_search(field_type: str) -> str | None:
     return {"bool": "target", "int": "double"}.get(field_type)
 
 
-def propose_value(knob: Knob, current: Any, device: dict[str, Any], n_cpus: int, exhausted: bool) -> Any | None:
+def propose_value(
+    knob: Knob,
+    current: Any,
+    device: dict[str, Any],
+    n_cpus: int,
+    exhausted: bool,
+    config: dict[str, Any] | None = None,
+) -> Any | None:
     """The next value of ``knob`` to try from ``current``, or ``None`` when there is none.
 
     Args:
         knob: the knob.
         current: its value in the incumbent configuration.
         device: the resolved device of the baseline trial (``type``, ``bf16_supported``).
-        n_cpus: CPUs available (bounds the workers search).
+        n_cpus: CPUs available (bounds the workers and threads searches).
         exhausted: the knob's search already stopped (a step was reverted or failed).
+        config: the whole configuration the value goes into (``threads`` reads its
+            ``num_workers``).
     """
     if knob.search == "target":
         target = knob.target
         if target == "amp":
             target = "bf16" if device.get("bf16_supported") else "fp16"
         return None if current == target else target
+    if knob.search == "threads":
+        workers = int((config or {}).get("num_workers") or 0)
+        target = max(1, n_cpus - workers)
+        effective = int(current) if current else n_cpus
+        return None if effective == target else target
     if exhausted:
         return None
     if knob.search == "workers":

@@ -8,15 +8,23 @@ One iteration:
    allow, (c) applies on the device the baseline ran on, and (d) has a next value that
    was not tried before (see :func:`tracedoc.fixloop.knobs.propose_value`) is the change.
    Every knob passed over is recorded once in ``skipped`` with the reason.
-2. Run the incumbent's configuration with that one change as a new trial.
-3. A trial that measured is kept when :func:`tracedoc.fixloop.noise.decide` says so,
-   else reverted; a crashed, out-of-memory or timed-out trial is reverted. A knob whose
-   value is searched (num_workers, batch_size) stops being searched once a step of it
-   is not kept.
-4. Write the summary (after every trial, so the best configuration is never lost).
+2. Run the incumbent's configuration with that one change as a new trial: one
+   profiled run (trace and findings), then interleaved A/B rounds of incumbent and
+   candidate (fresh processes, no trace; see :mod:`tracedoc.fixloop.noise`).
+3. The change is kept when :func:`tracedoc.fixloop.noise.decide` says ``keep``;
+   ``revert`` and (after ``max_rounds`` rounds) ``inconclusive`` are not kept; a
+   crashed, out-of-memory or timed-out trial is reverted. A knob whose value is searched
+   (num_workers, batch_size) stops being searched once a step of it is not kept.
+4. A change that was not kept, whose own trace shows a finding the incumbent's did not
+   (e.g. DataLoader workers that oversubscribe the cores), is tried once more together
+   with that finding's fix (a *follow-up*: ``num_workers: 0 -> 1 + num_threads: 0 -> 1``).
+5. Write the summary (after every trial, so the best configuration is never lost).
 
 It stops when no finding has an applicable change, when ``max_trials`` trials (not
-counting the baseline) have run, or on Ctrl-C (the summary is still written).
+counting the baseline) have run, or on Ctrl-C, SIGTERM or SIGHUP (the summary is still
+written). ``speedup`` is the product of the kept trials' median paired ratios (each
+measured interleaved with its incumbent, so changes in the machine's load between
+trials do not enter it).
 """
 
 from __future__ import annotations
@@ -28,13 +36,25 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tracedoc.fixloop import knobs as knobs_mod
-from tracedoc.fixloop.noise import decide
+from tracedoc.fixloop.noise import MIN_ROUNDS, decide
 from tracedoc.fixloop.runner import Runner, TrialOutcome
-from tracedoc.fixloop.summary import build_summary, write_summary
+from tracedoc.fixloop.summary import build_summary, predicted_vs_measured, write_summary
 from tracedoc.fixloop.workload import WorkloadError, WorkloadSpec
 
 #: Statuses a trial can end with. ``baseline`` is the first trial when it measured.
-STATUSES = ("baseline", "kept", "reverted", "crashed", "oom", "timeout", "interrupted")
+STATUSES = ("baseline", "kept", "reverted", "inconclusive", "crashed", "oom", "timeout", "interrupted")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised by the command's signal handler; handled like Ctrl-C.
+
+    Attributes:
+        signum: the signal number (exit status ``128 + signum``: 143 SIGTERM, 129 SIGHUP).
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 @dataclass
@@ -47,8 +67,9 @@ class LoopOptions:
         device: ``auto`` or a device name given to the workload's ``device`` field.
         sets: ``KNOB=VALUE`` assignments for the starting configuration.
         min_gain: minimum relative gain to keep a change (fraction; see noise.py).
-        noise_k: multiplier of the measured spread (see noise.py).
-        n_cpus: CPUs for the num_workers search; ``None``: this machine's.
+        ab_rounds: A/B rounds run for every trial (at least ``noise.MIN_ROUNDS`` = 5).
+        max_rounds: rounds at most, when the first ones cannot decide (then ``inconclusive``).
+        n_cpus: CPUs for the num_workers / num_threads search; ``None``: this machine's.
     """
 
     max_trials: int = 8
@@ -56,7 +77,8 @@ class LoopOptions:
     device: str = "auto"
     sets: list[str] = field(default_factory=list)
     min_gain: float = 0.02
-    noise_k: float = 1.0
+    ab_rounds: int = MIN_ROUNDS
+    max_rounds: int = 9
     n_cpus: int | None = None
 
 
@@ -64,11 +86,16 @@ class LoopOptions:
 class TrialRecord:
     """One row of the summary (all times in ms, throughputs in samples/s).
 
-    ``samples_per_s`` and ``step_time_ms`` are the medians of the repeats.
+    ``samples_per_s`` and ``step_time_ms`` are the medians of the candidate's A/B rounds
+    (of the profiled run's repeats for the baseline and failed trials);
+    ``samples_per_s_repeats`` are the values they are the median of. ``ab`` holds both
+    sides of the A/B rounds (samples/s and step ms per round, median, CV).
     ``predicted_saving_ms`` is the finding's ``estimated_saving_ms`` (per incumbent step);
-    ``measured_saving_ms`` is the incumbent's step time minus the candidate's, the
-    candidate's scaled to the incumbent's batch size (``cand_ms * inc_batch / cand_batch``),
-    so a batch-size change is compared per sample.
+    ``measured_saving_ms`` is the incumbent's step time minus the candidate's, both from
+    the A/B rounds, the candidate's scaled to the incumbent's batch size
+    (:func:`tracedoc.fixloop.summary.predicted_vs_measured`). ``extra_changes`` are the
+    further knob changes of a follow-up trial (``{knob: [old, new]}``), caused by
+    ``followup_finding``.
     """
 
     index: int
@@ -91,6 +118,10 @@ class TrialRecord:
     elapsed_s: float = 0.0
     dir: str = ""
     top_findings: list[dict[str, Any]] = field(default_factory=list)
+    ab: dict[str, Any] | None = None
+    extra_changes: dict[str, list[Any]] = field(default_factory=dict)
+    followup_finding: dict[str, Any] | None = None
+    prediction_ratio: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -99,12 +130,21 @@ class TrialRecord:
 
 @dataclass(frozen=True)
 class Proposal:
-    """The next change: set ``knob`` from ``old`` to ``new`` because of ``finding``."""
+    """The next change: set ``knob`` from ``old`` to ``new`` because of ``finding``.
+
+    A follow-up also sets ``extra`` (``{knob: (old, new)}``) because of ``followup``.
+    """
 
     finding: dict[str, Any]
     knob: knobs_mod.Knob
     old: Any
     new: Any
+    extra: tuple[tuple[str, Any, Any], ...] = ()
+    followup: dict[str, Any] | None = None
+
+    def key(self) -> frozenset:
+        """What identifies the change set (for "already tried")."""
+        return frozenset([(self.knob.name, repr(self.new))] + [(k, repr(new)) for k, _, new in self.extra])
 
 
 class Progress(Protocol):
@@ -114,6 +154,7 @@ class Progress(Protocol):
     def tick(self, elapsed_s: float) -> None: ...
     def trial_finished(self, record: TrialRecord) -> None: ...
     def note(self, text: str) -> None: ...
+    def info(self, text: str) -> None: ...
 
 
 class NullProgress:
@@ -129,6 +170,9 @@ class NullProgress:
         pass
 
     def note(self, text) -> None:  # noqa: D102
+        pass
+
+    def info(self, text) -> None:  # noqa: D102
         pass
 
 
@@ -186,10 +230,12 @@ class FixLoop:
         self.records: list[TrialRecord] = []
         self.skipped: list[dict[str, Any]] = []
         self.not_applicable: list[dict[str, Any]] = []
-        self.tried: set[tuple[str, str]] = set()
+        self.tried: set[frozenset] = set()
         self.exhausted: set[str] = set()
         self.stop_reason = ""
         self.interrupted = False
+        self.signal: int | None = None
+        self.followups: list[Proposal] = []
         self.started = time.time()
         self.device: dict[str, Any] = {}
         self.incumbent: TrialRecord | None = None
@@ -208,10 +254,19 @@ class FixLoop:
             self._run_baseline(config)
             if self.incumbent is not None:
                 self._iterate()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             self.interrupted = True
-            self.stop_reason = "interrupted (Ctrl-C)"
-        return self.write()
+            if isinstance(exc, Terminated):
+                import signal as signal_mod
+
+                self.signal = exc.signum
+                self.stop_reason = f"terminated by {signal_mod.Signals(exc.signum).name}"
+            else:
+                self.stop_reason = "interrupted (Ctrl-C)"
+        try:
+            return self.write()
+        except KeyboardInterrupt:  # a second signal while writing: write once more, then stop
+            return self.write()
 
     def write(self) -> dict[str, Any]:
         """Write summary.json, summary.md and final_config.json now; return the summary."""
@@ -222,30 +277,36 @@ class FixLoop:
     def _trial_dir(self, index: int) -> Path:
         return self.out_dir / f"trial-{index:02d}"
 
-    def _execute(self, index: int, config: dict[str, Any], change: str, proposal: Proposal | None) -> TrialOutcome:
+    def _interrupted(self, index: int, config: dict[str, Any], change: str, proposal, started: float, exc) -> None:
+        why = "terminated by signal" if isinstance(exc, Terminated) else "interrupted by Ctrl-C"
+        record = TrialRecord(
+            index=index,
+            change=change,
+            status="interrupted",
+            config=config,
+            error=why,
+            elapsed_s=round(time.monotonic() - started, 2),
+            dir=str(self._trial_dir(index)),
+        )
+        if proposal is not None:
+            self._describe_change(record, proposal)
+        self.records.append(record)
+        self.progress.trial_finished(record)
+
+    def _execute(
+        self, index: int, config: dict[str, Any], change: str, proposal: Proposal | None, started: float
+    ) -> TrialOutcome:
         finding = proposal.finding if proposal else None
         self.progress.trial_started(index, self.options.max_trials, change, finding)
         trial_dir = self._trial_dir(index)
         try:
             return self.runner.run(config, trial_dir, on_tick=self.progress.tick)
-        except KeyboardInterrupt:
-            record = TrialRecord(
-                index=index,
-                change=change,
-                status="interrupted",
-                config=config,
-                error="interrupted by Ctrl-C",
-                dir=str(trial_dir),
-            )
-            if proposal is not None:
-                record.knob, record.old_value, record.new_value = proposal.knob.name, proposal.old, proposal.new
-                record.finding = _finding_brief(proposal.finding)
-            self.records.append(record)
-            self.progress.trial_finished(record)
+        except KeyboardInterrupt as exc:
+            self._interrupted(index, config, change, proposal, started, exc)
             raise
 
     def _run_baseline(self, config: dict[str, Any]) -> None:
-        outcome = self._execute(0, config, "baseline", None)
+        outcome = self._execute(0, config, "baseline", None, time.monotonic())
         record = self._record_from(0, "baseline", config, outcome, None)
         if outcome.status == "ok":
             record.status = "baseline"
@@ -266,38 +327,143 @@ class FixLoop:
             if done >= self.options.max_trials:
                 self.stop_reason = f"trial budget spent ({self.options.max_trials} trials)"
                 return
-            proposal = self.propose()
+            proposal = self.followups.pop(0) if self.followups else self.propose()
             if proposal is None:
                 self.stop_reason = "no applicable finding left"
                 return
             self._try(done + 1, proposal)
             self.write()
 
+    def _describe_change(self, record: TrialRecord, proposal: Proposal) -> None:
+        record.knob, record.old_value, record.new_value = proposal.knob.name, proposal.old, proposal.new
+        record.finding = _finding_brief(proposal.finding)
+        record.predicted_saving_ms = proposal.finding.get("estimated_saving_ms")
+        record.extra_changes = {k: [old, new] for k, old, new in proposal.extra}
+        record.followup_finding = _finding_brief(proposal.followup) if proposal.followup else None
+
     def _try(self, index: int, proposal: Proposal) -> None:
         assert self.incumbent is not None
+        started = time.monotonic()
         name = proposal.knob.name
         config = dict(self.incumbent.config)
         config[name] = proposal.new
-        change = f"{name}: {_fmt(proposal.old)} -> {_fmt(proposal.new)}"
-        self.tried.add((name, repr(proposal.new)))
-        outcome = self._execute(index, config, change, proposal)
+        parts = [f"{name}: {_fmt(proposal.old)} -> {_fmt(proposal.new)}"]
+        for knob, old, new in proposal.extra:
+            config[knob] = new
+            parts.append(f"{knob}: {_fmt(old)} -> {_fmt(new)}")
+        change = " + ".join(parts)
+        self.tried.add(proposal.key())
+        outcome = self._execute(index, config, change, proposal, started)
         record = self._record_from(index, change, config, outcome, proposal)
         if outcome.status == "ok":
-            decision = decide(
-                self.incumbent.samples_per_s_repeats,
-                outcome.samples_per_s,
-                min_gain=self.options.min_gain,
-                k=self.options.noise_k,
-            )
-            record.decision = decision.to_dict()
-            record.status = "kept" if decision.keep else "reverted"
+            try:
+                self._ab_rounds(index, record, config)
+            except KeyboardInterrupt as exc:
+                self._interrupted(index, config, change, proposal, started, exc)
+                raise
+        record.elapsed_s = round(time.monotonic() - started, 2)
         if record.status == "kept":
             self.incumbent = record
             self._incumbent_analysis = outcome.analysis
-        elif proposal.knob.search != "target":
-            self.exhausted.add(name)  # stop searching a value that stopped helping / failed
+            self.exhausted.difference_update({name, *(k for k, _, _ in proposal.extra)})
+        else:
+            if proposal.knob.search != "target":
+                self.exhausted.add(name)  # stop searching a value that stopped helping / failed
+            if record.status in ("reverted", "inconclusive") and not proposal.extra:
+                self._queue_followup(proposal, config, outcome.analysis)
         self.records.append(record)
         self.progress.trial_finished(record)
+
+    def _ab_rounds(self, index: int, record: TrialRecord, config: dict[str, Any]) -> None:
+        """Measure incumbent (A) and candidate (B) in alternating rounds and decide (noise.py)."""
+        assert self.incumbent is not None
+        inc_config = self.incumbent.config
+        a_sps: list[float] = []
+        b_sps: list[float] = []
+        a_ms: list[float] = []
+        b_ms: list[float] = []
+        rounds = max(self.options.ab_rounds, MIN_ROUNDS)
+        max_rounds = max(self.options.max_rounds, rounds)
+        decision = None
+        i = 0
+        while True:
+            while i < rounds:
+                order = (("A", inc_config), ("B", config)) if i % 2 == 0 else (("B", config), ("A", inc_config))
+                got: dict[str, TrialOutcome] = {}
+                for side, cfg in order:
+                    run_dir = self._trial_dir(index) / f"ab-{i + 1:02d}-{side}"
+                    out = self.runner.measure(cfg, run_dir, on_tick=self.progress.tick)
+                    if out.status != "ok":
+                        who = "incumbent" if side == "A" else "candidate"
+                        record.status = out.status if side == "B" else "inconclusive"
+                        record.error = f"A/B round {i + 1}, {who}: {out.status}: {out.error}"
+                        record.ab = _ab_dict(a_sps, b_sps, a_ms, b_ms)
+                        return
+                    got[side] = out
+                a_sps.append(statistics.median(got["A"].samples_per_s))
+                b_sps.append(statistics.median(got["B"].samples_per_s))
+                self._info(f"A/B round {i + 1}: A {a_sps[-1]:.1f}, B {b_sps[-1]:.1f} samples/s")
+                a_ms.append(statistics.median(got["A"].step_time_ms))
+                b_ms.append(statistics.median(got["B"].step_time_ms))
+                i += 1
+            decision = decide(a_sps, b_sps, min_gain=self.options.min_gain, final=rounds >= max_rounds)
+            if decision.verdict != "undecided":
+                break
+            rounds += 1
+            self._info(f"undecided ({decision.reason}); measuring round {rounds}")
+        record.decision = decision.to_dict()
+        record.ab = _ab_dict(a_sps, b_sps, a_ms, b_ms)
+        record.status = {"keep": "kept", "revert": "reverted"}.get(decision.verdict, "inconclusive")
+        record.samples_per_s = statistics.median(b_sps)
+        record.samples_per_s_repeats = list(b_sps)
+        record.step_time_ms = statistics.median(b_ms)
+        record.speedup = (self.incumbent.speedup or 1.0) * decision.ratio_median
+        pvm = predicted_vs_measured(
+            record.predicted_saving_ms,
+            statistics.median(a_ms),
+            self.incumbent.batch_size,
+            record.step_time_ms,
+            record.batch_size,
+        )
+        record.measured_saving_ms = pvm["measured_saving_ms"]
+        record.prediction_ratio = pvm["ratio"]
+
+    def _info(self, text: str) -> None:
+        info = getattr(self.progress, "info", None)
+        if info is not None:
+            info(text)
+
+    def _queue_followup(self, proposal: Proposal, config: dict[str, Any], analysis: dict[str, Any] | None) -> None:
+        """Queue the change again with the fix of a finding that only its own trace shows."""
+        before = {f.get("code") for f in _ranked(self._incumbent_analysis)}
+        dev = self.device_type()
+        for finding in _ranked(analysis):
+            if finding.get("code") in before:
+                continue
+            fix = finding.get("fix") or {}
+            for name in fix.get("knobs") or []:
+                if name == proposal.knob.name:
+                    continue
+                got = self._candidate(finding, name, config, dev)
+                if got is None:
+                    continue
+                knob, value = got
+                followup = Proposal(
+                    finding=proposal.finding,
+                    knob=proposal.knob,
+                    old=proposal.old,
+                    new=proposal.new,
+                    extra=((name, self.incumbent.config.get(name) if self.incumbent else None, value),),
+                    followup=finding,
+                )
+                if followup.key() in self.tried:
+                    continue
+                self.followups.append(followup)
+                self._info(
+                    f"{proposal.knob.name}={_fmt(proposal.new)} shows {finding.get('code')} {finding.get('name')}: "
+                    f"trying it again with {name}={_fmt(value)}"
+                )
+                return
 
     def _record_from(
         self, index: int, change: str, config: dict[str, Any], outcome: TrialOutcome, proposal: Proposal | None
@@ -317,21 +483,7 @@ class FixLoop:
             top_findings=[_finding_brief(f) for f in _ranked(outcome.analysis)[:5]],
         )
         if proposal is not None:
-            record.knob, record.old_value, record.new_value = proposal.knob.name, proposal.old, proposal.new
-            record.finding = _finding_brief(proposal.finding)
-            record.predicted_saving_ms = proposal.finding.get("estimated_saving_ms")
-        baseline = self.records[0] if self.records else None
-        if record.samples_per_s is not None and baseline is not None and baseline.samples_per_s:
-            record.speedup = record.samples_per_s / baseline.samples_per_s
-        inc = self.incumbent
-        if (
-            proposal is not None
-            and inc is not None
-            and record.step_time_ms is not None
-            and inc.step_time_ms is not None
-        ):
-            scale = (inc.batch_size or 1) / (record.batch_size or 1)
-            record.measured_saving_ms = inc.step_time_ms - record.step_time_ms * scale
+            self._describe_change(record, proposal)
         return record
 
     # ---------------------------------------------------------------- choosing
@@ -349,32 +501,41 @@ class FixLoop:
         for finding in _ranked(self._incumbent_analysis):
             fix = finding.get("fix") or {}
             for name in fix.get("knobs") or []:
-                if name not in self.spec.fields:
-                    self._skip(finding, name, "the workload's Config has no such knob")
+                got = self._candidate(finding, name, current, dev)
+                if got is None:
                     continue
-                knob = knobs_mod.resolve_knob(name, self.spec.fields[name].type, self.spec.knobs, fix.get("safety"))
-                if knob is None:
-                    self._skip(finding, name, "no values to search; declare them in the workload's KNOBS")
-                    continue
-                if not knobs_mod.allowed(knob.safety, self.options.unsafe_fixes):
-                    self._skip(finding, name, f"{knob.safety} fix: needs --unsafe-fixes")
-                    continue
-                if not knob.applies_to(dev):
-                    self._skip(
-                        finding, name, f"not applicable on {dev}" + (f": {knob.why_not}" if knob.why_not else "")
-                    )
-                    continue
-                value = knobs_mod.propose_value(
-                    knob, current.get(name), self.device, self.n_cpus, name in self.exhausted
-                )
-                if value is None:
-                    self._skip(finding, name, f"nothing left to try from {_fmt(current.get(name))}")
-                    continue
-                if (name, repr(value)) in self.tried:
+                knob, value = got
+                if frozenset([(name, repr(value))]) in self.tried:
                     self._skip(finding, name, f"{_fmt(value)} already tried")
                     continue
                 return Proposal(finding=finding, knob=knob, old=current.get(name), new=value)
         return None
+
+    def _candidate(
+        self, finding: dict[str, Any], name: str, current: dict[str, Any], dev: str
+    ) -> tuple[knobs_mod.Knob, Any] | None:
+        """The knob and next value for ``name`` from ``current``, or ``None`` (noted in ``skipped``)."""
+        fix = finding.get("fix") or {}
+        if not isinstance(name, str) or name not in self.spec.fields:
+            self._skip(finding, str(name), "the workload's Config has no such knob")
+            return None
+        knob = knobs_mod.resolve_knob(name, self.spec.fields[name].type, self.spec.knobs, fix.get("safety"))
+        if knob is None:
+            self._skip(finding, name, "no values to search; declare them in the workload's KNOBS")
+            return None
+        if not knobs_mod.allowed(knob.safety, self.options.unsafe_fixes):
+            self._skip(finding, name, f"{knob.safety} fix: needs --unsafe-fixes")
+            return None
+        if not knob.applies_to(dev, self.device):
+            self._skip(finding, name, f"not applicable on {dev}" + (f": {knob.why_not}" if knob.why_not else ""))
+            return None
+        value = knobs_mod.propose_value(
+            knob, current.get(name), self.device, self.n_cpus, name in self.exhausted, config=current
+        )
+        if value is None:
+            self._skip(finding, name, f"nothing left to try from {_fmt(current.get(name))}")
+            return None
+        return knob, value
 
     def _skip(self, finding: dict[str, Any], knob: str, reason: str) -> None:
         entry = {"code": finding.get("code"), "name": finding.get("name"), "knob": knob, "reason": reason}
@@ -390,7 +551,7 @@ class FixLoop:
                 if (name in knobs_mod.KNOB_TABLE or name in self.spec.knobs)
                 else None
             )
-            if knob is not None and not knob.applies_to(dev):
+            if knob is not None and not knob.applies_to(dev, self.device):
                 reason = f"not applicable on {dev}" + (f": {knob.why_not}" if knob.why_not else "")
                 self.not_applicable.append({"knob": name, "reason": reason})
 
@@ -401,6 +562,20 @@ def _ranked(analysis: dict[str, Any] | None) -> list[dict[str, Any]]:
     return sorted(
         findings, key=lambda f: (f.get("estimated_saving_ms") is None, -(f.get("estimated_saving_ms") or 0.0))
     )
+
+
+def _ab_dict(a_sps: list[float], b_sps: list[float], a_ms: list[float], b_ms: list[float]) -> dict[str, Any]:
+    from tracedoc.fixloop.noise import cv
+
+    def side(sps: list[float], ms: list[float]) -> dict[str, Any]:
+        return {
+            "samples_per_s": list(sps),
+            "step_time_ms": list(ms),
+            "median_samples_per_s": statistics.median(sps) if sps else None,
+            "cv": cv(sps) if sps else None,
+        }
+
+    return {"rounds": len(b_sps), "incumbent": side(a_sps, a_ms), "candidate": side(b_sps, b_ms)}
 
 
 def _finding_brief(finding: dict[str, Any]) -> dict[str, Any]:

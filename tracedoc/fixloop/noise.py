@@ -1,45 +1,78 @@
-"""The keep/revert rule: a change is kept only when its gain exceeds the measured noise.
+"""The keep/revert rule: interleaved A/B rounds, paired ratios, a distribution-free interval.
 
-Each trial repeats its timed window R times (the workload's ``repeats``) and reports
-samples/s for each repeat. With ``inc`` the incumbent's repeats and ``cand`` the
-candidate's:
+A candidate configuration (B) is compared with the incumbent (A) in *rounds*: each round
+runs A and B once each, back to back, in fresh processes, alternating which goes first
+(A B, B A, A B, ...). So slow changes in the machine's load hit both alike, and each
+round gives one paired ratio ``r_i = B_i / A_i`` of throughputs (samples/s). This is the
+randomised-interleaving design that Abedi and Brecht recommend for shared, variable
+machines ("Conducting Repeatable Experiments in Highly Variable Cloud Computing
+Environments", ICPE 2017), with the fixed order alternated as in an ABBA design.
 
-    gain      = median(cand) - median(inc)                      (samples/s)
-    noise     = k * max(spread(inc), spread(cand))              spread = max - min of the repeats
-    threshold = max(noise, min_gain * median(inc))
-    keep      <=>  gain > threshold
+The decision reads a confidence interval for the median ratio from the order statistics
+of the ``n`` ratios (the sign-test interval; e.g. Hollander, Wolfe and Chicken,
+*Nonparametric Statistical Methods*, 3rd ed., section 3.6): ``[r_(k), r_(n+1-k)]``, with
+``k`` the largest integer such that ``2 * P(Binomial(n, 1/2) <= k - 1) <= 1 - CONFIDENCE``.
+It assumes nothing about the shape of the noise. For ``n = 5`` it is ``[min, max]`` at
+93.75 %; at least :data:`MIN_ROUNDS` rounds are needed. With ``floor = 1 + min_gain``:
 
-``k`` is 1 by default and ``min_gain`` 2 %. The spread (the range of the repeats) is
-the run-to-run variation actually measured in this run, on this machine; the candidate
-must beat the incumbent by more than the widest range either trial showed, so the two
-medians are separated by more than either set's own scatter. The floor of 2 % covers
-what the repeats of one process cannot see (variation between processes: clocks,
-memory placement, other tenants) and a trial with a single repeat (spread 0). Both
-numbers are options (``--min-gain``; ``noise_k`` in :class:`tracedoc.fixloop.loop.LoopOptions`).
+- **keep** when the interval's low end is above ``floor``: the gain beats the measured
+  noise, at that confidence, by at least ``min_gain`` (2 % by default);
+- **revert** when its high end is below ``floor``: the change does not gain ``min_gain``;
+- otherwise the noise is too wide to decide: the loop runs another round, up to a bound,
+  and after that the trial is **inconclusive** (the change is not kept).
+
+The spread of each side is reported as its coefficient of variation (sample standard
+deviation / mean); a side above :data:`NOISY_CV` marks the machine as too noisy.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass
+
+#: Two-sided confidence of the interval for the median ratio (at least).
+CONFIDENCE = 0.90
+#: Fewest rounds with which the sign-test interval reaches :data:`CONFIDENCE` (2 / 2**5 = 6.25 %).
+MIN_ROUNDS = 5
+#: Coefficient of variation above which a side's measurements are called too noisy.
+NOISY_CV = 0.10
 
 
 @dataclass(frozen=True)
 class Decision:
-    """The outcome of :func:`decide`, all throughputs in samples/s.
+    """The outcome of :func:`decide`; throughputs in samples/s, ratios candidate / incumbent.
 
     Attributes:
-        keep: whether the candidate is kept.
-        gain: median(candidate) - median(incumbent).
-        noise: k times the larger spread (max - min) of the two sets of repeats.
-        threshold: max(noise, min_gain * median(incumbent)); the gain must exceed it.
+        verdict: ``"keep"``, ``"revert"``, or ``"undecided"`` (more rounds could decide) /
+            ``"inconclusive"`` (the last word, when no more rounds are allowed).
+        keep: ``verdict == "keep"``.
+        rounds: number of paired rounds.
+        ratio_median: median of the paired ratios.
+        ratio_low, ratio_high: the distribution-free interval for the median ratio.
+        confidence: its two-sided coverage (e.g. 0.9375 for 5 rounds).
+        floor: ``1 + min_gain``; the interval is compared with it.
+        gain: median(candidate) - median(incumbent), samples/s.
+        incumbent_median, candidate_median: medians of each side, samples/s.
+        incumbent_cv, candidate_cv: coefficient of variation of each side (0..; 0 for one value).
+        noisy: either CV is above :data:`NOISY_CV`.
         reason: one line that states the comparison.
     """
 
+    verdict: str
     keep: bool
+    rounds: int
+    ratio_median: float
+    ratio_low: float | None
+    ratio_high: float | None
+    confidence: float | None
+    floor: float
     gain: float
-    noise: float
-    threshold: float
+    incumbent_median: float
+    candidate_median: float
+    incumbent_cv: float
+    candidate_cv: float
+    noisy: bool
     reason: str
 
     def to_dict(self) -> dict:
@@ -47,32 +80,92 @@ class Decision:
         return asdict(self)
 
 
-def spread(values: list[float]) -> float:
-    """Range (max - min) of a trial's repeats; 0 for fewer than two."""
-    return max(values) - min(values) if len(values) > 1 else 0.0
+def cv(values: list[float]) -> float:
+    """Coefficient of variation: sample standard deviation / mean; 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean else math.inf
 
 
-def decide(incumbent: list[float], candidate: list[float], min_gain: float = 0.02, k: float = 1.0) -> Decision:
-    """Apply the keep rule of this module to two trials' samples/s repeats.
+def median_interval(n: int, confidence: float = CONFIDENCE) -> tuple[int, float] | None:
+    """The sign-test interval for a median from ``n`` values: ``(k, coverage)``.
+
+    The interval is the ``k``-th smallest to the ``k``-th largest value; ``coverage`` is
+    ``1 - 2 * P(Binomial(n, 1/2) <= k - 1)``. ``None`` when even ``[min, max]`` covers
+    less than ``confidence`` (fewer than 5 values at 0.90).
+    """
+    best = None
+    cum = 0.0
+    for k in range(1, n // 2 + 1):
+        cum += math.comb(n, k - 1) / 2**n
+        coverage = 1 - 2 * cum
+        if coverage >= confidence:
+            best = (k, coverage)
+        else:
+            break
+    return best
+
+
+def decide(incumbent: list[float], candidate: list[float], min_gain: float = 0.02, final: bool = True) -> Decision:
+    """Apply the rule of this module to paired rounds of samples/s.
 
     Args:
-        incumbent: samples/s of each repeat of the configuration kept so far.
-        candidate: samples/s of each repeat of the changed configuration.
-        min_gain: the minimum relative gain (fraction of the incumbent's median).
-        k: multiplier of the measured spread.
+        incumbent: samples/s of the incumbent (A) in each round.
+        candidate: samples/s of the candidate (B) in the same rounds (same order).
+        min_gain: the smallest relative gain worth keeping (fraction).
+        final: no more rounds will be run: an undecided result becomes ``inconclusive``.
 
     Raises:
-        ValueError: either list is empty.
+        ValueError: the lists are empty, differ in length, or hold a value <= 0.
     """
-    if not incumbent or not candidate:
-        raise ValueError("decide() needs at least one repeat of each trial")
-    inc, cand = statistics.median(incumbent), statistics.median(candidate)
-    gain = cand - inc
-    noise = k * max(spread(incumbent), spread(candidate))
-    floor = min_gain * inc
-    threshold = max(noise, floor)
-    keep = gain > threshold
-    which = "noise" if noise >= floor else f"{min_gain:.0%} floor"
-    verb = ">" if keep else "<="
-    reason = f"gain {gain:+.1f} samples/s {verb} threshold {threshold:.1f} ({which})"
-    return Decision(keep=keep, gain=gain, noise=noise, threshold=threshold, reason=reason)
+    if not incumbent or len(incumbent) != len(candidate):
+        raise ValueError("decide() needs the same number (>= 1) of incumbent and candidate rounds")
+    if min(incumbent) <= 0 or min(candidate) <= 0:
+        raise ValueError("decide() needs throughputs > 0")
+    ratios = sorted(b / a for a, b in zip(incumbent, candidate, strict=True))
+    n = len(ratios)
+    floor = 1.0 + min_gain
+    inc_med, cand_med = statistics.median(incumbent), statistics.median(candidate)
+    inc_cv, cand_cv = cv(incumbent), cv(candidate)
+    interval = median_interval(n)
+    low = high = conf = None
+    if interval is None:
+        verdict = "undecided"
+        why = f"{n} rounds; at least {MIN_ROUNDS} are needed for a {CONFIDENCE:.0%} interval"
+    else:
+        k, conf = interval
+        low, high = ratios[k - 1], ratios[n - k]
+        if low > floor:
+            verdict = "keep"
+            why = f"{conf:.1%} interval of the ratio [{low:.3f}, {high:.3f}] is above {floor:.2f}"
+        elif high < floor:
+            verdict = "revert"
+            why = f"{conf:.1%} interval of the ratio [{low:.3f}, {high:.3f}] is below {floor:.2f}"
+        else:
+            verdict = "undecided"
+            why = f"{conf:.1%} interval of the ratio [{low:.3f}, {high:.3f}] straddles {floor:.2f}: too noisy to decide"
+    if verdict == "undecided" and final:
+        verdict = "inconclusive"
+    noisy = inc_cv > NOISY_CV or cand_cv > NOISY_CV
+    reason = (
+        f"median ratio {statistics.median(ratios):.3f} over {n} A/B rounds; {why} "
+        f"(CV incumbent {inc_cv:.1%}, candidate {cand_cv:.1%})"
+    )
+    return Decision(
+        verdict=verdict,
+        keep=verdict == "keep",
+        rounds=n,
+        ratio_median=statistics.median(ratios),
+        ratio_low=low,
+        ratio_high=high,
+        confidence=conf,
+        floor=floor,
+        gain=cand_med - inc_med,
+        incumbent_median=inc_med,
+        candidate_median=cand_med,
+        incumbent_cv=inc_cv,
+        candidate_cv=cand_cv,
+        noisy=noisy,
+        reason=reason,
+    )

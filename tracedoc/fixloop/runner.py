@@ -15,13 +15,26 @@ Status of a trial (:attr:`TrialOutcome.status`):
                 workers included) is terminated, then killed.
 ``crashed``     any other failure, including a trace that :func:`tracedoc.analyze`
                 rejects (``TracedocError``).
-``interrupted`` Ctrl-C arrived while it ran (then :class:`KeyboardInterrupt` propagates).
+``interrupted`` Ctrl-C, SIGTERM or SIGHUP arrived while it ran (then the
+                :class:`KeyboardInterrupt` propagates, after the trial's process group
+                has been stopped).
+
+A trial reads only what it wrote in this run: the trial directory's earlier
+``result.json``, ``analysis.json``, trace and logs are removed before it starts, and the
+``result.json`` it reads must carry the random token this run handed to the trial.
+
+Trials run isolated from the caller's working directory: ``PYTHONSAFEPATH=1`` (Python
+3.11+; no current directory or script directory on ``sys.path``, so a stray ``orjson.py``
+beside you is not imported) and ``PYTHONDONTWRITEBYTECODE=1`` (no ``__pycache__`` is
+written beside the workload; nothing is written outside the trial directory).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -30,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from tracedoc.fixloop.workload import WorkloadError, WorkloadSpec
+from tracedoc.fixloop.workload import WorkloadError, WorkloadSpec, validate_result
 
 TRACE_NAME = "trace.pt.trace.json.gz"
 _OOM_TEXT = ("out of memory", "outofmemoryerror", "memoryerror")
@@ -74,6 +87,11 @@ class Runner(Protocol):
     ) -> TrialOutcome:
         """Run one trial; raise KeyboardInterrupt (after cleaning up) on Ctrl-C."""
 
+    def measure(
+        self, config: dict[str, Any], run_dir: Path, on_tick: Callable[[float], None] | None = None
+    ) -> TrialOutcome:
+        """Time one configuration without a trace (one A/B sample); raise KeyboardInterrupt on Ctrl-C."""
+
 
 def default_analyze(trace_path: Path) -> dict[str, Any]:
     """``tracedoc.analyze(trace_path).to_dict()`` (imported lazily)."""
@@ -108,6 +126,42 @@ def _package_root() -> str:
     return str(Path(tracedoc.fixloop.__file__).resolve().parents[2])
 
 
+def trial_env(python: str) -> dict[str, str]:
+    """The environment trials run in: isolated from the current directory, no bytecode written.
+
+    ``PYTHONSAFEPATH=1`` keeps the current directory off ``sys.path``,
+    ``PYTHONDONTWRITEBYTECODE=1`` writes no ``__pycache__``. tracedoc's own source root
+    is put on ``PYTHONPATH`` only when ``python`` cannot import tracedoc without it (a
+    checkout that is not installed).
+    """
+    env = dict(os.environ)
+    env["PYTHONSAFEPATH"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.pop(MEASURE_ONLY_ENV, None)
+    try:
+        probe = subprocess.run(
+            [python, "-c", "import tracedoc.fixloop.trial"],
+            capture_output=True,
+            env=env,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+            cwd=os.path.dirname(os.path.abspath(python)) or None,
+        )
+        importable = probe.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        importable = False
+    if not importable:
+        root = _package_root()
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+#: Environment variable that makes :func:`tracedoc.fixloop.harness.measure` time one
+#: window without a trace (the A/B measurement runs).
+MEASURE_ONLY_ENV = "TRACEDOC_MEASURE_ONLY"
+
+
 class SubprocessRunner:
     """Runs ``python -m tracedoc.fixloop.trial`` for each trial.
 
@@ -129,11 +183,7 @@ class SubprocessRunner:
         self.timeout_s = timeout_s
         self.analyze = analyze or default_analyze
         self.python = python or sys.executable
-        env = dict(os.environ)
-        root = _package_root()
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        self.env = env
+        self.env = trial_env(self.python)
 
     def describe(self) -> WorkloadSpec:
         """Describe the workload in a subprocess (its imports never touch this process).
@@ -143,24 +193,47 @@ class SubprocessRunner:
         """
         if not Path(self.workload).is_file():
             raise WorkloadError(f"{self.workload}: workload file not found")
-        proc = subprocess.run(
-            [self.python, "-m", "tracedoc.fixloop.trial", "describe", self.workload],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=300,
-        )
+        try:
+            proc = subprocess.run(
+                [self.python, "-m", "tracedoc.fixloop.trial", "describe", self.workload],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                timeout=300,
+            )
+        except subprocess.TimeoutExpired:
+            raise WorkloadError(f"cannot load workload {self.workload}: describing it took over 300 s") from None
         if proc.returncode != 0:
             why = _last_line(proc.stderr) or f"exit status {proc.returncode}"
             raise WorkloadError(f"cannot load workload {self.workload}: {why}")
-        return WorkloadSpec.from_dict(json.loads(proc.stdout))
+        try:  # the description is the last line; the workload's own prints go to stderr
+            return WorkloadSpec.from_dict(json.loads(_last_line(proc.stdout, limit=None)))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise WorkloadError(f"cannot load workload {self.workload}: unreadable description ({exc})") from None
 
     def run(
         self, config: dict[str, Any], trial_dir: Path, on_tick: Callable[[float], None] | None = None
     ) -> TrialOutcome:
         """Run one trial in ``trial_dir`` and return its classified outcome (see the module docstring)."""
+        return self._launch(config, trial_dir, on_tick, measure_only=False)
+
+    def measure(
+        self, config: dict[str, Any], run_dir: Path, on_tick: Callable[[float], None] | None = None
+    ) -> TrialOutcome:
+        """Time ``config`` once, with no trace and no analysis (``TRACEDOC_MEASURE_ONLY=1``: the
+        harness runs its warm-up and one timed window). Used for the loop's A/B rounds."""
+        return self._launch(config, run_dir, on_tick, measure_only=True)
+
+    def _launch(
+        self, config: dict[str, Any], trial_dir: Path, on_tick: Callable[[float], None] | None, measure_only: bool
+    ) -> TrialOutcome:
         trial_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("result.json", "analysis.json", TRACE_NAME, "stdout.log", "stderr.log"):
+            (trial_dir / stale).unlink(missing_ok=True)
         (trial_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        token = secrets.token_hex(8)
         cmd = [
             self.python,
             "-m",
@@ -171,12 +244,17 @@ class SubprocessRunner:
             str(trial_dir),
             "--config",
             str(trial_dir / "config.json"),
+            "--token",
+            token,
         ]
+        env = dict(self.env)
+        if measure_only:
+            env[MEASURE_ONLY_ENV] = "1"
         start = time.monotonic()
         timed_out = False
         with open(trial_dir / "stdout.log", "wb") as out, open(trial_dir / "stderr.log", "wb") as err:
             proc = subprocess.Popen(
-                cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=self.env, start_new_session=True
+                cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True
             )
             try:
                 while True:
@@ -191,21 +269,22 @@ class SubprocessRunner:
                             timed_out = True
                             _kill_group(proc)
                             break
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP turned into one by the command
                 _kill_group(proc)
                 outcome = TrialOutcome(
-                    "interrupted", error="interrupted by Ctrl-C", elapsed_s=time.monotonic() - start, dir=str(trial_dir)
+                    "interrupted", error="interrupted", elapsed_s=time.monotonic() - start, dir=str(trial_dir)
                 )
                 _write_result(trial_dir, outcome, proc.returncode, {})
                 raise
+        _kill_group(proc, grace_s=1.0, only_group=True)  # leftovers of a trial that exited (stray workers)
         elapsed = time.monotonic() - start
-        outcome, measured = self._classify(proc.returncode, timed_out, trial_dir, elapsed)
-        if outcome.status == "ok":
+        outcome, measured = self._classify(proc.returncode, timed_out, trial_dir, elapsed, token)
+        if outcome.status == "ok" and not measure_only:
             trace = trial_dir / str(measured.get("trace") or TRACE_NAME)
             try:
                 outcome.analysis = self.analyze(trace)
                 (trial_dir / "analysis.json").write_text(
-                    json.dumps(outcome.analysis, indent=2) + "\n", encoding="utf-8"
+                    json.dumps(_finite(outcome.analysis), indent=2, allow_nan=False) + "\n", encoding="utf-8"
                 )
             except KeyboardInterrupt:
                 raise
@@ -217,34 +296,47 @@ class SubprocessRunner:
         return outcome
 
     def _classify(
-        self, returncode: int | None, timed_out: bool, trial_dir: Path, elapsed: float
+        self, returncode: int | None, timed_out: bool, trial_dir: Path, elapsed: float, token: str | None = None
     ) -> tuple[TrialOutcome, dict]:
         measured: dict[str, Any] = {}
+        result_problem = "the workload wrote no result.json"
         result_file = trial_dir / "result.json"
         if result_file.is_file():
             try:
-                measured = json.loads(result_file.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                measured = {}
+                loaded = json.loads(result_file.read_bytes()[:10_000_000])
+            except (OSError, ValueError) as exc:
+                loaded, result_problem = None, f"result.json is not valid JSON ({_first_line(str(exc))})"
+            if isinstance(loaded, dict):
+                if token is not None and loaded.get("token") != token:
+                    result_problem = "result.json was not written by this run"
+                else:
+                    measured, result_problem = loaded, ""
+            elif loaded is not None:
+                result_problem = f"result.json holds a JSON {type(loaded).__name__}, not an object"
         stderr_tail = _tail(trial_dir / "stderr.log")
         base = dict(elapsed_s=elapsed, dir=str(trial_dir))
         if timed_out:
             return TrialOutcome("timeout", error=f"no result after {self.timeout_s:g} s", **base), measured
+        if returncode == 0 and result_problem:
+            return TrialOutcome("crashed", error=f"exit status 0, but {result_problem}", **base), measured
         if returncode == 0 and measured.get("status") == "ok":
             try:
-                outcome = TrialOutcome(
-                    "ok",
-                    samples_per_s=[float(v) for v in measured["samples_per_s"]],
-                    step_time_ms=[float(v) for v in measured["step_time_ms"]],
-                    batch_size=measured.get("batch_size"),
-                    device=dict(measured.get("device") or {}),
-                    **base,
-                )
-            except (KeyError, TypeError, ValueError) as exc:
-                return TrialOutcome("crashed", error=f"bad result.json: {exc}", **base), measured
-            if not outcome.samples_per_s:
-                return TrialOutcome("crashed", error="result.json has no samples_per_s", **base), measured
+                clean = validate_result(measured)
+            except WorkloadError as exc:
+                return TrialOutcome("crashed", error=f"bad result: {exc}", **base), measured
+            outcome = TrialOutcome(
+                "ok",
+                samples_per_s=clean["samples_per_s"],
+                step_time_ms=clean["step_time_ms"],
+                batch_size=clean["batch_size"],
+                device=clean["device"],
+                **base,
+            )
             return outcome, measured
+        if returncode == 0:
+            error = measured.get("error") if isinstance(measured.get("error"), str) else None
+            why = error or f"result.json has status {str(measured.get('status'))[:40]!r}, not 'ok'"
+            return TrialOutcome("crashed", error=why, **base), measured
         if (
             measured.get("status") == "oom"
             or returncode == -signal.SIGKILL
@@ -263,28 +355,77 @@ class SubprocessRunner:
         return TrialOutcome("crashed", error=error, **base), measured
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN/inf float replaced by ``None`` (so it is strict JSON)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _write_result(trial_dir: Path, outcome: TrialOutcome, returncode: int | None, measured: dict) -> None:
     data = dict(measured)
     data.update({k: v for k, v in asdict(outcome).items() if k not in ("analysis", "dir")})
     data["returncode"] = returncode
-    (trial_dir / "result.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    data.pop("token", None)
+    text = json.dumps(_finite(data), indent=2, allow_nan=False, default=str) + "\n"
+    (trial_dir / "result.json").write_text(text, encoding="utf-8")
 
 
-def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """SIGTERM the trial's process group (its DataLoader workers too), SIGKILL after ``grace_s``."""
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError, AttributeError):
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError, AttributeError):
+        return False
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0, only_group: bool = False) -> None:
+    """SIGTERM the trial's process group (its DataLoader workers too), SIGKILL after ``grace_s``.
+
+    A second interrupt (Ctrl-C, SIGTERM) during the grace period sends SIGKILL to the
+    group at once and is then re-raised, so a trial that ignores SIGTERM is never left
+    running. With ``only_group`` the leader has already exited and only what is left of
+    its group is stopped.
+    """
+    pgid = proc.pid
+    try:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if only_group and not _group_alive(pgid):
+                return
             try:
-                proc.send_signal(sig)
-            except ProcessLookupError:
-                pass
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError, AttributeError):
+                if only_group:
+                    return
+                try:
+                    proc.send_signal(sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline:
+                if proc.poll() is not None and not _group_alive(pgid):
+                    return
+                time.sleep(0.05)
+    except BaseException:
         try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, AttributeError):
+            pass
+        try:
+            proc.wait(timeout=grace_s)
+        except BaseException:  # noqa: BLE001 - a third interrupt: the SIGKILL is sent already
+            pass
+        raise
+    finally:
+        if proc.returncode is None:
+            try:
+                proc.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                pass
 
 
 def _tail(path: Path, n_bytes: int = 20000) -> str:
@@ -297,9 +438,9 @@ def _tail(path: Path, n_bytes: int = 20000) -> str:
         return ""
 
 
-def _last_line(text: str) -> str:
+def _last_line(text: str, limit: int | None = 300) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+    return (lines[-1][:limit] if limit else lines[-1]) if lines else ""
 
 
 def _first_line(text: str) -> str:

@@ -1,6 +1,6 @@
 """The fix-loop summary: plain data, written as JSON and Markdown, rendered as a rich table.
 
-``summary.json`` (``schema_version`` 1)::
+``summary.json`` (``schema_version`` 2: A/B rounds, ``inconclusive``, ``warnings``)::
 
     {"schema_version": 1, "tool": {...}, "workload": str, "out_dir": str,
      "device": {"type", "name", "bf16_supported", "torch"},
@@ -10,7 +10,13 @@
      "trials": [{"index", "change", "status", "samples_per_s", "step_time_ms", "speedup",
                  "predicted_saving_ms", "measured_saving_ms", "decision", "error", ...}],
      "not_applicable": [{"knob", "reason"}], "skipped": [{"code", "name", "knob", "reason"}],
-     "stop_reason": str, "interrupted": bool, "started_at", "wall_s"}
+     "warnings": [str], "stop_reason": str, "interrupted": bool, "signal": int | null,
+     "started_at", "wall_s"}
+
+Each trial also has ``ab`` (the A/B rounds: samples/s and step ms of incumbent and
+candidate per round, their medians and coefficients of variation) and
+``prediction_ratio`` (measured / predicted saving). The file is strict JSON: a
+non-finite number is written as ``null``.
 
 ``trials[0]`` is the baseline. ``final`` is the incumbent (the last kept trial, or the
 baseline); it is ``null`` only when the baseline itself failed.
@@ -19,6 +25,7 @@ baseline); it is ``null`` only when the baseline itself failed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -29,14 +36,70 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from tracedoc.fixloop.loop import FixLoop
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 NOISE_RULE = (
-    "keep a change only if median(candidate samples/s) - median(incumbent samples/s) > "
-    "max(k * max(range of either trial's repeats), min_gain * median(incumbent))"
+    "incumbent (A) and candidate (B) run in alternating A/B rounds (fresh processes, at least 5); "
+    "keep a change only if the sign-test confidence interval (>= 90%) of the median paired ratio B/A "
+    "lies above 1 + min_gain; revert if it lies below; otherwise run more rounds up to max_rounds, "
+    "then 'inconclusive' (not kept)"
 )
 
-COLUMNS = ("#", "change", "step ms", "samples/s", "speedup", "status", "predicted ms", "measured ms")
+COLUMNS = ("#", "change", "step ms", "samples/s", "CV", "speedup", "status", "predicted ms", "measured ms")
+
+
+def predicted_vs_measured(
+    predicted_ms: float | None,
+    incumbent_step_ms: float | None,
+    incumbent_batch: int | None,
+    candidate_step_ms: float | None,
+    candidate_batch: int | None,
+) -> dict[str, float | None]:
+    """A trial's predicted saving beside the measured one (the one place this is computed).
+
+    ``measured_saving_ms = incumbent_step_ms - candidate_step_ms * incumbent_batch /
+    candidate_batch``: time saved per incumbent step's worth of samples (a batch-size
+    change is compared per sample). ``ratio = measured / predicted`` (1.0: the rule's
+    estimate was exact; ``None`` when either is missing or the prediction is 0).
+    Step times are medians of the trial's A/B rounds, in ms.
+    """
+    measured = None
+    if incumbent_step_ms is not None and candidate_step_ms is not None:
+        scale = (incumbent_batch or 1) / (candidate_batch or 1)
+        measured = incumbent_step_ms - candidate_step_ms * scale
+    ratio = None
+    if measured is not None and isinstance(predicted_ms, (int, float)) and predicted_ms:
+        ratio = measured / predicted_ms
+    return {"predicted_saving_ms": predicted_ms, "measured_saving_ms": measured, "ratio": ratio}
+
+
+def warnings(loop: FixLoop) -> list[str]:
+    """Notes on measurements that could not decide: noisy sides (CV above noise.NOISY_CV) and
+    inconclusive trials."""
+    from tracedoc.fixloop.noise import NOISY_CV
+
+    out = []
+    for r in loop.records:
+        d = r.decision or {}
+        if d.get("noisy"):
+            out.append(
+                f"trial {r.index}: the machine was too noisy (CV incumbent {d['incumbent_cv']:.1%}, "
+                f"candidate {d['candidate_cv']:.1%}; above {NOISY_CV:.0%})"
+            )
+        if r.status == "inconclusive":
+            out.append(f"trial {r.index} ({r.change}) is inconclusive: {r.error or d.get('reason', '')}")
+    return out
+
+
+def finite(value: Any) -> Any:
+    """``value`` with NaN and infinite floats replaced by ``None`` (strict JSON)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def _version() -> str:
@@ -64,39 +127,44 @@ def build_summary(loop: FixLoop) -> dict[str, Any]:
             "trial": inc.index,
             "changes": kept,
         }
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "tracedoc", "command": "fix-loop", "version": _version()},
-        "workload": loop.workload,
-        "out_dir": str(loop.out_dir),
-        "device": loop.device,
-        "options": {
-            "max_trials": loop.options.max_trials,
-            "unsafe_fixes": loop.options.unsafe_fixes,
-            "device": loop.options.device,
-            "sets": list(loop.options.sets),
-            "min_gain": loop.options.min_gain,
-            "noise_k": loop.options.noise_k,
-            "n_cpus": loop.n_cpus,
-        },
-        "noise_rule": NOISE_RULE,
-        "baseline": None
-        if baseline is None
-        else {
-            "config": baseline.config,
-            "samples_per_s": baseline.samples_per_s,
-            "step_time_ms": baseline.step_time_ms,
-            "status": baseline.status,
-        },
-        "final": final,
-        "trials": [r.to_dict() for r in records],
-        "not_applicable": loop.not_applicable,
-        "skipped": loop.skipped,
-        "stop_reason": loop.stop_reason or "running",
-        "interrupted": loop.interrupted,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(loop.started)),
-        "wall_s": round(time.time() - loop.started, 1),
-    }
+    return finite(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "tracedoc", "command": "fix-loop", "version": _version()},
+            "workload": loop.workload,
+            "out_dir": str(loop.out_dir),
+            "device": loop.device,
+            "options": {
+                "max_trials": loop.options.max_trials,
+                "unsafe_fixes": loop.options.unsafe_fixes,
+                "device": loop.options.device,
+                "sets": list(loop.options.sets),
+                "min_gain": loop.options.min_gain,
+                "ab_rounds": loop.options.ab_rounds,
+                "max_rounds": loop.options.max_rounds,
+                "n_cpus": loop.n_cpus,
+            },
+            "noise_rule": NOISE_RULE,
+            "baseline": None
+            if baseline is None
+            else {
+                "config": baseline.config,
+                "samples_per_s": baseline.samples_per_s,
+                "step_time_ms": baseline.step_time_ms,
+                "status": baseline.status,
+            },
+            "final": final,
+            "trials": [r.to_dict() for r in records],
+            "not_applicable": loop.not_applicable,
+            "skipped": loop.skipped,
+            "warnings": warnings(loop),
+            "stop_reason": loop.stop_reason or "running",
+            "interrupted": loop.interrupted,
+            "signal": loop.signal,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(loop.started)),
+            "wall_s": round(time.time() - loop.started, 1),
+        }
+    )
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -108,10 +176,14 @@ def _atomic_write(path: Path, text: str) -> None:
 def write_summary(out_dir: Path, summary: dict[str, Any]) -> None:
     """Write ``summary.json``, ``summary.md`` and ``final_config.json`` (each replaced atomically)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+    _atomic_write(out_dir / "summary.json", json.dumps(finite(summary), indent=2, allow_nan=False, default=str) + "\n")
     _atomic_write(out_dir / "summary.md", render_markdown(summary))
     if summary.get("final") is not None:
         _atomic_write(out_dir / "final_config.json", json.dumps(summary["final"]["config"], indent=2) + "\n")
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
 
 
 def _num(value: float | None, digits: int = 1, signed: bool = False) -> str:
@@ -125,12 +197,22 @@ def rows(summary: dict[str, Any]) -> list[list[str]]:
     out = []
     for t in summary["trials"]:
         speed = "-" if t.get("speedup") is None else f"{t['speedup']:.2f}x"
+        ab = t.get("ab") or {}
+        if ab.get("rounds"):
+            cv_a, cv_b = ab["incumbent"].get("cv"), ab["candidate"].get("cv")
+            cvs = f"{_pct(cv_b)} (A {_pct(cv_a)})"
+        else:
+            reps = t.get("samples_per_s_repeats") or []
+            from tracedoc.fixloop.noise import cv
+
+            cvs = _pct(cv(reps)) if len(reps) > 1 else "-"
         out.append(
             [
                 str(t["index"]),
                 t["change"],
                 _num(t.get("step_time_ms")),
                 _num(t.get("samples_per_s")),
+                cvs,
                 speed,
                 t["status"],
                 _num(t.get("predicted_saving_ms"), signed=False),
@@ -159,7 +241,9 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "",
         f"Device: {dev.get('name', '?')} ({dev.get('type', '?')}), torch {dev.get('torch', '?')}. "
         f"Savings are ms per step of the incumbent; predicted = the finding's estimated saving, "
-        f"measured = incumbent step time - candidate step time (per sample when the batch size changes).",
+        f"measured = incumbent step time - candidate step time (per sample when the batch size changes), "
+        f"both from interleaved A/B rounds; CV = coefficient of variation of the candidate's rounds "
+        f"(A: the incumbent's in the same rounds).",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---:" if c not in ("change", "status") else "---" for c in COLUMNS) + "|",
@@ -167,6 +251,11 @@ def render_markdown(summary: dict[str, Any]) -> str:
     for row in rows(summary):
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
     lines += ["", _final_line(summary), ""]
+    if summary.get("warnings"):
+        lines += ["## Warnings", ""] + [f"- {w}" for w in summary["warnings"]] + [""]
+    decided = [t for t in summary["trials"] if t.get("decision")]
+    if decided:
+        lines += ["## Decisions", ""] + [f"- trial {t['index']}: {t['decision']['reason']}" for t in decided] + [""]
     errors = [t for t in summary["trials"] if t.get("error")]
     if errors:
         lines += (
@@ -182,7 +271,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
     lines += [
         "## Keep rule",
         "",
-        f"{summary['noise_rule']}; here k = {opts['noise_k']}, min_gain = {opts['min_gain']:.0%}.",
+        f"{summary['noise_rule']}; here min_gain = {opts['min_gain']:.0%}, "
+        f"{opts.get('ab_rounds')} to {opts.get('max_rounds')} rounds.",
         "",
     ]
     if summary.get("final") is not None:
@@ -209,6 +299,7 @@ def render_table(summary: dict[str, Any], width: int | None = None) -> Table:
         "kept": "green",
         "baseline": "bold",
         "reverted": "yellow",
+        "inconclusive": "yellow",
         "crashed": "red",
         "oom": "red",
         "timeout": "red",
@@ -237,18 +328,20 @@ def render_table(summary: dict[str, Any], width: int | None = None) -> Table:
             min_width=14 if col == "change" else None,
             overflow="fold",
         )
+    at = COLUMNS.index("status")
     for row in body:
-        status = row[5]
+        status = row[at]
         row[1] = " ".join(middle_ellipsis(w, change_w) for w in row[1].split(" "))
         row = [escape(c) for c in row]
-        row[5] = f"[{style.get(status, '')}]{row[5]}[/]" if style.get(status) else row[5]
+        row[at] = f"[{style.get(status, '')}]{row[at]}[/]" if style.get(status) else row[at]
         table.add_row(*row)
     return table
 
 
 def render_notes(summary: dict[str, Any]) -> list[str]:
     """Plain-text notes printed under the table: failures, not-applicable knobs, fixes not tried."""
-    notes = [f"trial {t['index']} {t['status']}: {t['error']}" for t in summary["trials"] if t.get("error")]
+    notes = [f"warning: {w}" for w in summary.get("warnings") or []]
+    notes += [f"trial {t['index']} {t['status']}: {t['error']}" for t in summary["trials"] if t.get("error")]
     notes += [f"{n['knob']}: {n['reason']}" for n in summary.get("not_applicable") or []]
     notes += [f"{s['code']} {s['name']} -> {s['knob']}: {s['reason']}" for s in summary.get("skipped") or []]
     return notes

@@ -9,18 +9,29 @@
     ``"crashed"`` and ``"error"``).
 
 Exit status: 0 ok, 1 crashed, 2 bad arguments or workload, 3 out of memory.
+
+The workload's own output at import goes to stderr (``describe`` prints only the JSON
+line on stdout); no bytecode is written (``sys.dont_write_bytecode``). ``run`` checks
+what ``run()`` returned (:func:`tracedoc.fixloop.workload.validate_result`): a wrong
+type, a string or non-finite throughput is a crashed trial with the reason. ``--token``
+is copied into ``result.json`` so the caller knows the file is from this run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import math
+import os
 import sys
 import traceback
 from pathlib import Path
 
-from tracedoc.fixloop.workload import WorkloadError, describe_module, load_module
+sys.dont_write_bytecode = True  # nothing written beside the workload (no __pycache__)
+
+from tracedoc.fixloop.workload import WorkloadError, describe_module, load_module, validate_result  # noqa: E402
 
 EXIT_OK, EXIT_CRASHED, EXIT_USAGE, EXIT_OOM = 0, 1, 2, 3
 
@@ -36,8 +47,20 @@ def is_oom(exc: BaseException) -> bool:
     return any(t in text for t in _OOM_TEXT)
 
 
+def _finite(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_finite(data), indent=2, allow_nan=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,10 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--out", required=True, help="trial directory")
     p_run.add_argument("--config", help="JSON file of Config values")
     p_run.add_argument("--set", dest="sets", action="append", default=[], metavar="KNOB=VALUE")
+    p_run.add_argument("--token", default=None, help="copied into result.json (the caller's run id)")
     args = parser.parse_args(argv)
 
+    out = Path(args.out) if args.cmd == "run" else None
+    extra = {"token": args.token} if getattr(args, "token", None) else {}
     try:
-        module = load_module(args.workload)
+        with contextlib.redirect_stdout(sys.stderr):  # prints at import must not spoil describe's JSON
+            module = load_module(args.workload)
         spec = describe_module(module, args.workload)
         if args.cmd == "describe":
             print(json.dumps(spec.to_dict()))
@@ -62,30 +89,54 @@ def main(argv: list[str] | None = None) -> int:
         values = spec.defaults()
         if args.config:
             loaded = json.loads(Path(args.config).read_text(encoding="utf-8"))
+            if not isinstance(loaded, dict):
+                raise ValueError(f"{args.config}: expected a JSON object of Config values")
             values.update({k: spec.fields[k].coerce(v) for k, v in loaded.items() if k in spec.fields})
         values = spec.apply_sets(values, args.sets)
-    except (WorkloadError, ValueError, OSError) as exc:
+        config = module.Config(**values)
+    except (WorkloadError, ValueError, TypeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if out is not None and out.is_dir():
+            _write_json(out / "result.json", {"status": "crashed", "error": f"bad workload: {exc}", **extra})
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - the workload's own top-level code failed
+        traceback.print_exc()
+        print(f"error: importing the workload failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if out is not None and out.is_dir():
+            why = f"importing the workload failed: {type(exc).__name__}: {_first(exc)}"
+            _write_json(out / "result.json", {"status": "crashed", "error": why, **extra})
         return EXIT_USAGE
 
-    out = Path(args.out)
+    assert out is not None
     out.mkdir(parents=True, exist_ok=True)
-    config = module.Config(**values)
     _write_json(out / "config.json", dataclasses.asdict(config))
     try:
-        result = dict(module.run(config, out))
+        raw = module.run(config, out)
+        validate_result(raw)
+        result = dict(raw)
+    except WorkloadError as exc:
+        error = f"run() returned a bad result: {exc}"
+        print(f"error: {error}", file=sys.stderr)
+        _write_json(out / "result.json", {"status": "crashed", "error": error, **extra})
+        return EXIT_CRASHED
     except BaseException as exc:  # noqa: BLE001 - every failure is reported, then re-classified
         if isinstance(exc, KeyboardInterrupt):
             raise
         traceback.print_exc()
         status = "oom" if is_oom(exc) else "crashed"
-        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}".rstrip(": ")
-        _write_json(out / "result.json", {"status": status, "error": error})
+        error = f"{type(exc).__name__}: {_first(exc)}".rstrip(": ")
+        _write_json(out / "result.json", {"status": status, "error": error, **extra})
         return EXIT_OOM if status == "oom" else EXIT_CRASHED
     result["status"] = "ok"
+    result.update(extra)
     _write_json(out / "result.json", result)
     print(json.dumps({k: result.get(k) for k in ("samples_per_s", "step_time_ms")}))
     return EXIT_OK
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else ""
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import math
 import sys
 import typing
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ from tracedoc.errors import TracedocError
 #: per repeat of the timed window; ``trace`` is the trace's file name inside ``out_dir``;
 #: ``device`` is ``{"type": "cpu"|"cuda"|..., "name": str, "bf16_supported": bool}``.
 RESULT_KEYS = ("samples_per_s", "step_time_ms", "batch_size", "trace", "device")
+
+#: Largest number of repeats a result may hold (a bound on what is read back).
+MAX_REPEATS = 10_000
 
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f"}
@@ -145,6 +149,58 @@ class WorkloadSpec:
             except ValueError as exc:
                 raise WorkloadError(f"bad --set {item!r}: {exc}") from None
         return out
+
+
+def _positive_numbers(result: dict[str, Any], key: str) -> list[float]:
+    values = result.get(key)
+    if values is None:
+        raise WorkloadError(f"{key} is missing")
+    if isinstance(values, (int, float)) and not isinstance(values, bool):
+        values = [values]
+    if not isinstance(values, (list, tuple)):
+        raise WorkloadError(f"{key} must be a list of numbers (one per repeat), not a {type(values).__name__}")
+    if not values:
+        raise WorkloadError(f"{key} is empty")
+    if len(values) > MAX_REPEATS:
+        raise WorkloadError(f"{key} has {len(values)} values (at most {MAX_REPEATS})")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise WorkloadError(f"{key} must hold numbers, not {type(v).__name__} {str(v)[:40]!r}")
+        v = float(v)
+        if not math.isfinite(v) or v <= 0:
+            raise WorkloadError(f"{key} must be finite and > 0, got {v!r}")
+        out.append(v)
+    return out
+
+
+def validate_result(result: Any) -> dict[str, Any]:
+    """Check what a workload's ``run`` returned (or its ``result.json``) and return the clean fields.
+
+    Returns:
+        ``{"samples_per_s": [float > 0], "step_time_ms": [float > 0], "batch_size": int | None,
+        "device": dict}``; a single number is read as one repeat.
+
+    Raises:
+        WorkloadError: not a dict; ``samples_per_s`` or ``step_time_ms`` missing, not a list
+            of numbers (a string such as ``"987"`` is refused, not read as digits), empty,
+            or holding a value that is zero, negative, NaN or infinite; ``batch_size``
+            not a positive integer; ``device`` not a dict.
+    """
+    if not isinstance(result, dict):
+        raise WorkloadError(f"run() must return a dict, not a {type(result).__name__}")
+    samples = _positive_numbers(result, "samples_per_s")
+    step_ms = _positive_numbers(result, "step_time_ms")
+    batch = result.get("batch_size")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0):
+        raise WorkloadError(f"batch_size must be a positive integer, not {str(batch)[:40]!r}")
+    device = result.get("device") if result.get("device") is not None else {}
+    if not isinstance(device, dict):
+        raise WorkloadError(f"device must be a dict, not a {type(device).__name__}")
+    trace = result.get("trace")
+    if trace is not None and not isinstance(trace, str):
+        raise WorkloadError(f"trace must be a file name, not a {type(trace).__name__}")
+    return {"samples_per_s": samples, "step_time_ms": step_ms, "batch_size": batch, "device": dict(device)}
 
 
 def load_module(path: str | Path):

@@ -4,6 +4,7 @@ from tracedoc.signals import (  # noqa: F401  (registers)
     attention,
     causes,
     comm,
+    cpu,
     gpu,
     h2d,
     ledger,
