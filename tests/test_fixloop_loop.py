@@ -106,7 +106,11 @@ class FakeRunner:
             step_time_ms=[1000.0 * bs / s for s in result],
             batch_size=bs,
             device=self.device,
-            analysis={"findings": findings},
+            # the trial's own analysis: its findings and the step time its trace shows
+            analysis={
+                "findings": findings,
+                "signals": {"step_time_ms": 1000.0 * bs / sorted(result)[len(result) // 2]},
+            },
             dir=str(trial_dir),
         )
 
@@ -144,6 +148,12 @@ def test_keep_when_gain_exceeds_noise(tmp_path):
     # 320 ms/step -> 213.3 ms/step at batch 32
     assert summary["trials"][1]["measured_saving_ms"] == pytest.approx(320 - 1000 * 32 / 150)
     assert summary["trials"][1]["speedup"] == pytest.approx(1.5)
+    # tracedoc diff's figures between the two trials' analyses (the same code as `tracedoc diff`)
+    td = summary["trials"][1]["trace_diff"]
+    assert td["name"] == "dataloader-stall" and td["status"] == "resolved"
+    assert td["predicted_saving_ms"] == 40.0
+    assert td["measured_saving_ms"] == pytest.approx(1000 * 32 / 100 - 1000 * 32 / 150, abs=0.01)
+    assert summary["trials"][0]["trace_diff"] is None  # the baseline has nothing to compare with
     assert summary["stop_reason"] == "no applicable finding left"
     assert json.loads((tmp_path / "out" / "final_config.json").read_text())["num_workers"] == 1
 

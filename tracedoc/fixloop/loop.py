@@ -122,6 +122,10 @@ class TrialRecord:
     extra_changes: dict[str, list[Any]] = field(default_factory=dict)
     followup_finding: dict[str, Any] | None = None
     prediction_ratio: float | None = None
+    #: ``tracedoc diff``'s predicted-vs-measured row for the applied finding, between the
+    #: incumbent's and this trial's profiled traces (:func:`tracedoc.diff.predicted_vs_measured`,
+    #: the same code as ``tracedoc diff``): step times from the traces, beside the A/B figures
+    trace_diff: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -362,6 +366,7 @@ class FixLoop:
                 self._interrupted(index, config, change, proposal, started, exc)
                 raise
         record.elapsed_s = round(time.monotonic() - started, 2)
+        record.trace_diff = _trace_diff(self._incumbent_analysis, outcome.analysis, record.finding)
         if record.status == "kept":
             self.incumbent = record
             self._incumbent_analysis = outcome.analysis
@@ -554,6 +559,22 @@ class FixLoop:
             if knob is not None and not knob.applies_to(dev, self.device):
                 reason = f"not applicable on {dev}" + (f": {knob.why_not}" if knob.why_not else "")
                 self.not_applicable.append({"knob": name, "reason": reason})
+
+
+def _trace_diff(
+    before: dict[str, Any] | None, after: dict[str, Any] | None, finding: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """``tracedoc diff``'s predicted-vs-measured row of ``finding`` between two trials' analyses
+    (None when either analysis or the finding is missing, or the analyses are not reports)."""
+    if not before or not after or not finding or not finding.get("code"):
+        return None
+    from tracedoc.diff import predicted_vs_measured
+
+    try:
+        rows = predicted_vs_measured(before, after, names=[finding["code"]])
+    except (TypeError, ValueError, KeyError):
+        return None
+    return rows[0] if rows else None
 
 
 def _ranked(analysis: dict[str, Any] | None) -> list[dict[str, Any]]:
