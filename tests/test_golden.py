@@ -321,3 +321,33 @@ def test_rule_on_real_traces(rule):
     if fires is not None:
         assert rule in names(fires)
     assert rule not in names(quiet)
+
+
+def test_ddp_exposed_communication_against_a_stdlib_derivation():
+    """Exposed communication on v100_ddp_memory_events, re-derived with tests/golden/derive_golden.py's
+    loader and TensorBoard step windows (stdlib only): NCCL kernel time (names starting with
+    "nccl") inside the complete windows, minus its overlap with the other kernels, per step."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "derive_golden", Path(__file__).parent / "golden" / "derive_golden.py"
+    )
+    dg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dg)
+    path = str(Path(__file__).parent.parent / "fixtures" / "v100_ddp_memory_events.pt.trace.json.gz")
+    ev, _, _ = dg.load(path)
+    gpu_all = ev[dg.KERNEL] + ev[dg.MEMCPY] + ev[dg.MEMSET]
+    by_corr = {}
+    for g in gpu_all:
+        by_corr.setdefault(g.get("args", {}).get("correlation"), []).append(g)
+    ev[dg.RUNTIME].sort(key=lambda r: r["ts"])
+    win, _, _, kept = dg.tb_windows(ev["steps"], ev[dg.RUNTIME], by_corr, gpu_all)
+    windows = dg.merge(win[:kept])
+    nccl = dg.merge([(k["ts"], k["end"]) for k in ev[dg.KERNEL] if k["name"].lower().startswith("nccl")])
+    compute = dg.merge([(k["ts"], k["end"]) for k in ev[dg.KERNEL] if not k["name"].lower().startswith("nccl")])
+    nccl_in = dg.intersect(nccl, windows)
+    exposed = dg.total(nccl_in) - dg.total(dg.intersect(nccl_in, compute))
+    per_step_ms = exposed / kept / 1000.0
+    s = report("v100_ddp_memory_events.pt.trace.json.gz").signals
+    assert s["exposed_comm_kernel_ms"] == pytest.approx(per_step_ms, abs=1e-3)
+    assert per_step_ms == pytest.approx(71.469, abs=0.01)  # 2,020 all-reduces, none overlapped
