@@ -78,6 +78,8 @@ def test_oversubscription_fires_when_workers_join_the_threads(tmp_path):
     assert f.name == "cpu-oversubscription"
     assert r.signals["cpu_oversubscription_ratio"] == pytest.approx(1.5)
     assert "2 intra-op threads and 1 DataLoader workers share 2 cores" in f.message
+    # time-sliced 1.5 ways: up to a third of the step (well above the 1% floor, so the fix-loop sees it)
+    assert f.estimated_saving_ms == pytest.approx(r.signals["step_time_ms"] / 3, rel=1e-3)
     # variant: 1 thread + 1 worker fits the 2 cores
     r = tracedoc.analyze(variant(tmp_path, INPUT_BOUND, dataloader_workers=1, intra_op_threads=1))
     assert "TD501" not in codes(r) and "TD501" not in skipped(r)
