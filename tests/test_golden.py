@@ -1,4 +1,4 @@
-"""Golden tests on the real traces in fixtures/ (copied from ../shared/traces, see PROVENANCE.md).
+"""Golden tests on the real traces in fixtures/ (copied from the project-wide trace collection; source, commit and license in fixtures/PROVENANCE.md).
 
 Expected figures come from sources independent of tracedoc's code:
 - the retired PyTorch TensorBoard plugin's published figures (PROVENANCE.md):
