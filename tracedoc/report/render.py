@@ -128,11 +128,16 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def ledger_parts(led: dict[str, float]) -> list[str]:
+    """One device's idle-ledger causes as ``"cause ms"`` pieces, largest first (ms per step;
+    causes under 0.05 ms are left out)."""
+    return [f"{k.replace('_', ' ')} {v:.1f}" for k, v in sorted(led.items(), key=lambda kv: -kv[1]) if v >= 0.05]
+
+
 def ledger_line(led: dict[str, float]) -> str:
     """One device's idle ledger on one line: total, then each non-zero cause, largest first (ms per step)."""
-    total = sum(led.values())
-    parts = [f"{k.replace('_', ' ')} {v:.1f}" for k, v in sorted(led.items(), key=lambda kv: -kv[1]) if v >= 0.05]
-    return f"{total:.1f} ms/step = " + (" + ".join(parts) if parts else "0")
+    parts = ledger_parts(led)
+    return f"{sum(led.values()):.1f} ms/step = " + (" + ".join(parts) if parts else "0")
 
 
 def fmt_evidence(name: str, v: Any) -> str:
@@ -397,11 +402,7 @@ class ConsoleRenderer:
         c.print(self._bar(s, w))
         for dev, led in report.idle_ledger.items():
             total = sum(led.values())
-            causes = [
-                Text(f"{k.replace('_', ' ')} {v:.1f}")
-                for k, v in sorted(led.items(), key=lambda kv: -kv[1])
-                if v >= 0.05
-            ]
+            causes = [Text(p) for p in ledger_parts(led)]
             head = Text(f"GPU idle ({dev}) {total:.1f} ms/step = ", style="bold")
             parts = [head + causes[0], *causes[1:]] if causes else [head]
             for ln in _pack(parts, w, sep=" · "):

@@ -69,10 +69,18 @@ import re
 import numpy as np
 import pandas as pd
 
-from tracedoc.signals.attribution import compiled
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import merge, paint, per_window
-from tracedoc.signals.steps import DATALOADER_PREFIX, complete_mask, gpu_events, step_windows
+from tracedoc.signals.optimizer import STEP_PREFIX as OPTIMIZER_STEP_PREFIX
+from tracedoc.signals.optimizer import ZERO_GRAD_PREFIX
+from tracedoc.signals.steps import (
+    comm_op_rows,
+    complete_mask,
+    dataloader_mask,
+    gpu_events,
+    profiler_step_mask,
+    step_windows,
+)
 from tracedoc.signals.strings import cached_name_mask, frame_threads, name_mask, on_threads
 
 #: Host-wait causes, in the order the ledger reports them.
@@ -117,9 +125,6 @@ STARTUP_OPS = re.compile(
     r"async_compile|triton\.compiler|/triton/compiler/|TorchDynamo Cache Lookup.*compile|"
     r"torch/_dynamo/convert_frame|torch/_inductor/compile_fx|CachingAutotuner\.benchmark_all_configs)"
 )
-ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
-OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
-_COMM_OPS = compiled("communication_ops")
 
 
 def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
@@ -275,13 +280,13 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
         ]
         bs = np.concatenate([b[0] for b in block])
         be = np.concatenate([b[1] for b in block])
-        dl = ops[ops_on & cached_name_mask(ctx, "ops", "dataloader", lambda n: n.startswith(DATALOADER_PREFIX))]
+        dl = ops[ops_on & dataloader_mask(ctx)]
         zg = ops[ops_on & cached_name_mask(ctx, "ops", "zero_grad", lambda n: n.startswith(ZERO_GRAD_PREFIX))]
         opt = ops[ops_on & cached_name_mask(ctx, "ops", "opt_step", lambda n: n.startswith(OPTIMIZER_STEP_PREFIX))]
-        cops = ops[ops_on & cached_name_mask(ctx, "ops", "comm", lambda n: bool(_COMM_OPS.search(n)))]
+        cops = ops[ops_on & comm_op_rows(ctx)]
         startup_ops = ops_on & cached_name_mask(ctx, "ops", "startup", lambda n: bool(STARTUP_OPS.search(n)))
         launching = ops_on & _launching_ops(ctx)
-        other_cpu = ops_on & ~cached_name_mask(ctx, "ops", "profiler_step", lambda n: n.startswith("ProfilerStep#"))
+        other_cpu = ops_on & ~profiler_step_mask(ctx)
         rs, re_ = _refill_spans(be, lts, hi)
 
         # layer order = ownership priority (see the module docstring)

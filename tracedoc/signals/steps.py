@@ -199,10 +199,27 @@ def has_steps(ctx: SignalContext) -> bool:
     return len(ctx.trace.steps) > 0
 
 
+def dataloader_mask(ctx: SignalContext) -> np.ndarray:
+    """Mask over ``trace.ops``: ``enumerate(DataLoader)#...__next__`` spans (the one definition)."""
+    return cached_name_mask(ctx, "ops", "dataloader", lambda n: n.startswith(DATALOADER_PREFIX))
+
+
+def comm_op_rows(ctx: SignalContext) -> np.ndarray:
+    """Mask over ``trace.ops``: CPU spans of collective communication (``communication_ops`` patterns)."""
+    from tracedoc.signals.attribution import compiled
+
+    pattern = compiled("communication_ops")
+    return cached_name_mask(ctx, "ops", "comm", lambda n: bool(pattern.search(n)))
+
+
+def profiler_step_mask(ctx: SignalContext) -> np.ndarray:
+    """Mask over ``trace.ops``: ``ProfilerStep#N`` annotations (they cover the whole step)."""
+    return cached_name_mask(ctx, "ops", "profiler_step", lambda n: n.startswith("ProfilerStep#"))
+
+
 def dataloader_spans(ctx: SignalContext) -> pd.DataFrame:
     """CPU spans of ``enumerate(DataLoader)#...__next__``."""
-    ops = ctx.trace.ops
-    return ops[cached_name_mask(ctx, "ops", "dataloader", lambda n: n.startswith(DATALOADER_PREFIX))]
+    return ctx.trace.ops[dataloader_mask(ctx)]
 
 
 def primary_gpu_events(ctx: SignalContext) -> pd.DataFrame:
@@ -228,20 +245,13 @@ def cpu_exec_ops(ctx: SignalContext) -> pd.DataFrame:
     ops = ctx.trace.ops
     return ctx.cached(
         "cpu_exec_ops",
-        lambda: ops[
-            (ops["cat"].isin(("cpu_op", "user_annotation"))).to_numpy()
-            & ~cached_name_mask(ctx, "ops", "profiler_step", lambda n: n.startswith("ProfilerStep#"))
-        ],
+        lambda: ops[(ops["cat"].isin(("cpu_op", "user_annotation"))).to_numpy() & ~profiler_step_mask(ctx)],
     )
 
 
 def comm_ops(ctx: SignalContext) -> pd.DataFrame:
     """CPU spans of collective communication (``gloo:*``, ``c10d::*``, ``record_param_comms``, ...)."""
-    from tracedoc.signals.attribution import compiled
-
-    pattern = compiled("communication_ops")
-    ops = ctx.trace.ops
-    return ops[cached_name_mask(ctx, "ops", "comm", lambda n: bool(pattern.search(n)))]
+    return ctx.trace.ops[comm_op_rows(ctx)]
 
 
 def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
