@@ -71,8 +71,7 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import merge, paint, per_window
-from tracedoc.signals.optimizer import STEP_PREFIX as OPTIMIZER_STEP_PREFIX
-from tracedoc.signals.optimizer import ZERO_GRAD_PREFIX
+from tracedoc.signals.optimizer import optimizer_step_mask, zero_grad_mask
 from tracedoc.signals.steps import (
     comm_op_rows,
     complete_mask,
@@ -281,8 +280,8 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
         bs = np.concatenate([b[0] for b in block])
         be = np.concatenate([b[1] for b in block])
         dl = ops[ops_on & dataloader_mask(ctx)]
-        zg = ops[ops_on & cached_name_mask(ctx, "ops", "zero_grad", lambda n: n.startswith(ZERO_GRAD_PREFIX))]
-        opt = ops[ops_on & cached_name_mask(ctx, "ops", "opt_step", lambda n: n.startswith(OPTIMIZER_STEP_PREFIX))]
+        zg = ops[ops_on & zero_grad_mask(ctx)]
+        opt = ops[ops_on & optimizer_step_mask(ctx)]
         cops = ops[ops_on & comm_op_rows(ctx)]
         startup_ops = ops_on & cached_name_mask(ctx, "ops", "startup", lambda n: bool(STARTUP_OPS.search(n)))
         launching = ops_on & _launching_ops(ctx)

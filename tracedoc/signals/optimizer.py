@@ -18,14 +18,14 @@ from tracedoc.signals.attribution import compiled
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import merge, overlap_per_window, subtract
 from tracedoc.signals.steps import averaged, complete_mask, gpu_events, in_complete_steps, step_windows
-from tracedoc.signals.strings import name_mask, startswith_mask
+from tracedoc.signals.strings import cached_name_mask, name_mask
 
 ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
 
 
 def _zero_grad_spans(ctx: SignalContext):
     ops = ctx.trace.ops
-    z = ctx.cached("zero_grad_ops", lambda: ops[startswith_mask(ops["name"], ZERO_GRAD_PREFIX)])
+    z = ops[zero_grad_mask(ctx)]
     if not len(z):
         raise SignalUnavailable("the trace has no Optimizer.zero_grad annotations")
     return merge(z["ts_us"].to_numpy(), z["end_us"].to_numpy())
@@ -63,6 +63,16 @@ def zero_grad_kernels_per_step(ctx: SignalContext) -> float:
 STEP_PREFIX = "Optimizer.step#"
 
 
+def zero_grad_mask(ctx: SignalContext) -> np.ndarray:
+    """Mask over ``trace.ops``: ``Optimizer.zero_grad#`` spans (computed once per trace)."""
+    return cached_name_mask(ctx, "ops", "zero_grad", lambda n: n.startswith(ZERO_GRAD_PREFIX))
+
+
+def optimizer_step_mask(ctx: SignalContext) -> np.ndarray:
+    """Mask over ``trace.ops``: ``Optimizer.step#`` spans (computed once per trace)."""
+    return cached_name_mask(ctx, "ops", "opt_step", lambda n: n.startswith(STEP_PREFIX))
+
+
 def optimizer_step_kernels(ctx: SignalContext) -> pd.DataFrame:
     """Kernels launched from inside ``Optimizer.step#<Class>.step`` CPU spans that fall in a
     complete step window: name, device, ts_us, end_us, dur_us, multi_tensor (bool: a
@@ -79,7 +89,7 @@ def optimizer_step_kernels(ctx: SignalContext) -> pd.DataFrame:
     def build() -> pd.DataFrame:
         t = ctx.trace
         ops = t.ops
-        sp = ops[startswith_mask(ops["name"], STEP_PREFIX)]
+        sp = ops[optimizer_step_mask(ctx)]
         if not len(sp):
             raise SignalUnavailable("the trace has no Optimizer.step annotations")
         rt = t.runtime
@@ -134,7 +144,7 @@ def optimizer_multi_tensor_share(ctx: SignalContext) -> float:
 def optimizer_step_ms(ctx: SignalContext) -> float:
     """CPU time inside ``Optimizer.step#`` spans per complete step, ms (union, clipped to the windows)."""
     ops = ctx.trace.ops
-    sp = ops[startswith_mask(ops["name"], STEP_PREFIX)]
+    sp = ops[optimizer_step_mask(ctx)]
     if not len(sp):
         raise SignalUnavailable("the trace has no Optimizer.step annotations")
     w = step_windows(ctx)
@@ -187,7 +197,7 @@ def optimizer_step_gpu_idle_ms(ctx: SignalContext) -> float:
     this time.
     """
     ops = ctx.trace.ops
-    sp = ops[startswith_mask(ops["name"], STEP_PREFIX)]
+    sp = ops[optimizer_step_mask(ctx)]
     if not len(sp):
         raise SignalUnavailable("the trace has no Optimizer.step annotations")
     g = gpu_events(ctx)
