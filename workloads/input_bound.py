@@ -51,6 +51,9 @@ class Config:
     crop_size: int = 96
     #: distinct JPEG images (the loader cycles through them)
     n_images: int = 256
+    #: storage read latency per image (ms), as when files come from network storage;
+    #: 0 = the JPEG bytes are read from memory
+    read_latency_ms: float = 0.0
     seed: int = 0
     warmup_steps: int = 5
     profile_wait: int = 1
@@ -86,23 +89,28 @@ def encode_jpegs(n_images: int, size: int, seed: int = 0) -> list[bytes]:
 class JpegDataset:
     """A map-style dataset of ``length`` items cycling over in-memory JPEG images.
 
-    ``__getitem__`` decodes the JPEG with pillow and applies ``transform``; labels are
+    ``__getitem__`` first sleeps ``read_latency_ms`` (a storage read that holds no core),
+    then decodes the JPEG with pillow and applies ``transform``; labels are
     ``index % 10``.
     """
 
-    def __init__(self, jpegs: list[bytes], length: int, transform) -> None:
+    def __init__(self, jpegs: list[bytes], length: int, transform, read_latency_ms: float = 0.0) -> None:
         self.jpegs = jpegs
         self.length = length
         self.transform = transform
+        self.read_latency_s = read_latency_ms / 1000.0
 
     def __len__(self) -> int:
         return self.length
 
     def __getitem__(self, index: int):
         import io
+        import time
 
         from PIL import Image
 
+        if self.read_latency_s > 0:
+            time.sleep(self.read_latency_s)  # the storage read: the process waits, the cores are free
         data = self.jpegs[index % len(self.jpegs)]
         with Image.open(io.BytesIO(data)) as img:
             image = img.convert("RGB")
@@ -132,13 +140,15 @@ def run(config: Config, out_dir: str | Path) -> dict:
     """Train the CNN for ``harness.Steps.total`` steps; return :func:`harness.measure`'s result.
 
     Raises:
-        ValueError: an unknown ``amp`` value or a negative ``num_threads``.
+        ValueError: an unknown ``amp`` value, a negative ``num_threads`` or ``read_latency_ms``.
     """
     import torch
     from torchvision import transforms
 
     if config.num_threads < 0:
         raise ValueError(f"num_threads must be >= 0, not {config.num_threads}")
+    if config.read_latency_ms < 0:
+        raise ValueError(f"read_latency_ms must be >= 0, not {config.read_latency_ms}")
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.seed)
@@ -156,7 +166,7 @@ def run(config: Config, out_dir: str | Path) -> dict:
         ]
     )
     jpegs = encode_jpegs(config.n_images, config.image_size, config.seed)
-    dataset = JpegDataset(jpegs, steps.total * config.batch_size, tf)
+    dataset = JpegDataset(jpegs, steps.total * config.batch_size, tf, config.read_latency_ms)
     loader = torch.utils.data.DataLoader(
         dataset,
         batch_size=config.batch_size,
