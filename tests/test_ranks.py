@@ -414,3 +414,67 @@ def test_exposed_communication_per_rank_when_the_signal_exists(synthetic_dir):
     s = summarize(mr.ranks)
     assert set(s["exposed_comm_ms"]) == {"rank 0", "rank 1", "rank 2", "rank 3"}
     assert all(v is None or v >= 0 for v in s["exposed_comm_ms"].values())
+
+
+# -- [tool.tracedoc] threshold overrides and the finding floors reach every rank ---------------------
+
+
+@pytest.fixture(scope="module")
+def real_rank_dir(tmp_path_factory):
+    """Two real V100 ResNet-50 traces as ranks 0 and 1 (ranks from the file names), with a
+    ``[tool.tracedoc]`` table beside them that moves TD101's threshold from 0.05 to 0.5.
+
+    Figures from each trace analyzed alone with no settings (``tracedoc analyze FILE -f json``):
+    rank 0 (num_workers=0) has DataLoader share 33.4% and findings TD101 58.7, TD301 33.3,
+    TD210 9.9, TD202 5.3 ms per step; rank 1 (num_workers=4) TD301 33.6, TD201 17.8, TD102 6.3,
+    TD202 5.9, TD210 4.7 ms. So with the override (33.4% < 50%) and ``--min-saving-ms 20``
+    each rank keeps TD301 alone; without the override rank 0 keeps TD101 too."""
+    root = tmp_path_factory.mktemp("cfg")
+    d = root / "job"
+    d.mkdir()
+    shutil.copy(FIXTURES / "v100_resnet50_workers0.pt.trace.json.gz", d / "rank-0.json.gz")
+    shutil.copy(FIXTURES / "v100_resnet50_workers4.pt.trace.json.gz", d / "rank-1.json.gz")
+    (root / "pyproject.toml").write_text("[tool.tracedoc.thresholds]\nTD101 = { dataloader_share = 0.5 }\n")
+    return d
+
+
+def _json(args):
+    r = runner.invoke(app, ["analyze", *map(str, args), "-f", "json", "--exit-zero", "--no-cache"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("executor", [["-j", "2"], ["--scheduler", "local", "-j", "2"]], ids=["pool", "dask"])
+def test_threshold_overrides_and_floors_apply_to_every_rank(real_rank_dir, executor, monkeypatch):
+    """The settings a single trace gets ([tool.tracedoc.thresholds], --min-saving-ms) reach
+    each rank's analysis, in the process pool and on Dask: each rank's findings are those of
+    the same trace analyzed alone under the same settings."""
+    monkeypatch.delenv("TRACEDOC_NO_CONFIG", raising=False)
+    floor = ["--min-saving-ms", "20"]
+    doc = _json([real_rank_dir, *executor, *floor])
+    assert doc["kind"] == "multi-rank" and doc["run"]["executor"] == (
+        "dask" if "--scheduler" in executor else "process pool"
+    )
+    rank0, rank1 = (x["report"] for x in doc["ranks"])
+    assert [f["code"] for f in rank0["findings"]] == ["TD301"] == [f["code"] for f in rank1["findings"]]
+    # the override: TD101 was evaluated on rank 0 and did not hold (not even below the floor)
+    assert "TD101" in rank0["rules_evaluated"] and "TD101" not in {f["code"] for f in rank0["below_floor"]}
+    # the floor: TD201 (17.8 ms) and TD210 (9.9 ms) are below 20 ms
+    assert "TD201" in {f["code"] for f in rank1["below_floor"]} and "TD210" in {f["code"] for f in rank0["below_floor"]}
+    assert [f["code"] for f in doc["summary"]["findings"]] == ["TD301"]
+    for x in doc["ranks"]:  # the single-trace path under the same pyproject.toml and floor
+        solo = _json([x["path"], *floor])
+        assert x["report"]["findings"] == solo["findings"] and x["report"]["below_floor"] == solo["below_floor"]
+    # and without the table, rank 0's DataLoader stall is back in the directory report
+    monkeypatch.setenv("TRACEDOC_NO_CONFIG", "1")
+    bare = _json([real_rank_dir, *executor, *floor])
+    assert [f["code"] for f in bare["ranks"][0]["report"]["findings"]] == ["TD101", "TD301"]
+
+
+def test_analyze_directory_takes_threshold_overrides(synthetic_dir):
+    """The Python API: ``thresholds`` as in [tool.tracedoc.thresholds]. Rank 2's DataLoader share
+    is 700/1500 = 46.7% (the builder's construction): TD101 holds above 0.05, not above 0.5."""
+    assert "TD101" in {f.code for f in analyze_directory(synthetic_dir, jobs=1).ranks[2].report.findings}
+    mr = analyze_directory(synthetic_dir, jobs=1, thresholds={"dataloader-stall": {"dataloader_share": 0.5}})
+    assert all("TD101" not in {f.code for f in r.report.findings} for r in mr.ranks)
+    assert all("TD101" in r.report.rules_evaluated for r in mr.ranks)

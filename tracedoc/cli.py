@@ -258,14 +258,6 @@ def analyze(
             if many:
                 if all_rules is None:
                     all_rules = prepare_rules()
-
-                if cfg.thresholds:  # the per-rank jobs load rules from paths: no override hook there yet
-                    err_console.print(
-                        f"tracedoc: warning: {cfg.path}: [tool.tracedoc.thresholds] is not applied to a directory "
-                        "of traces yet",
-                        soft_wrap=True,
-                    )
-
                 report = analyze_many(
                     traces,
                     jobs=jobs,
@@ -278,6 +270,9 @@ def analyze(
                     strict=strict,
                     cache_dir=str(cache.directory) if cache else None,
                     progress=progress,
+                    rules=all_rules,  # with the [tool.tracedoc] threshold overrides, as for one trace
+                    min_saving_ms=min_saving_ms,
+                    min_saving_share=min_saving_share,
                 )
             else:
                 from tracedoc.load import load

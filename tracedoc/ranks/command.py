@@ -44,9 +44,16 @@ def analyze_many(
     strict: bool,
     cache_dir: str | None,
     progress: Callable[[str], None] | None,
+    rules: list | None = None,
+    min_saving_ms: float | None = None,
+    min_saving_share: float | None = None,
 ) -> MultiRankReport | MultiTraceReport:
     """Run :func:`tracedoc.ranks.executors.analyze_inputs` and warn on stderr (one line each)
-    about failed traces, skipped entries and followed symlinks."""
+    about failed traces, skipped entries and followed symlinks.
+
+    ``rules`` (parsed, with the ``[tool.tracedoc]`` threshold overrides applied) and the
+    floors ``min_saving_ms``/``min_saving_share`` reach every rank's analysis, as they
+    reach a single trace's."""
     from rich.console import Console
     from rich.markup import escape
 
@@ -65,6 +72,9 @@ def analyze_many(
         strict=strict,
         cache_dir=cache_dir,
         progress=progress,
+        rules=rules,
+        min_saving_ms=min_saving_ms,
+        min_saving_share=min_saving_share,
     )
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     n_all = len(report.failed) + (len(report.ranks) if isinstance(report, MultiRankReport) else len(report.traces))

@@ -163,6 +163,10 @@ def analyze_inputs(
     strict: bool = False,
     cache_dir: str | None = None,
     progress: Callable[[str], None] | None = None,
+    rules: list | None = None,
+    thresholds: dict[str, dict[str, float]] | None = None,
+    min_saving_ms: float | None = None,
+    min_saving_share: float | None = None,
 ) -> MultiRankReport | MultiTraceReport:
     """Analyze several traces: files, globs, folders, URLs (see :mod:`tracedoc.ranks.discover`).
 
@@ -175,20 +179,43 @@ def analyze_inputs(
         strict: a trace that cannot be analyzed fails the whole analysis (else it is
             reported as failed and the rest analyzed).
         cache_dir: frame-cache folder for the workers; None: no cache.
+        rules: the rules, already parsed (the CLI passes the ones it prepared, with the
+            ``[tool.tracedoc]`` overrides applied); None: the built-in ones plus ``rule_paths``.
+        thresholds: per-rule threshold overrides, ``{rule code or name: {signal: number}}``
+            as in ``[tool.tracedoc.thresholds]`` (:func:`tracedoc.config.apply_thresholds`),
+            applied once here to ``rules`` before any worker starts.
+        min_saving_ms, min_saving_share: the finding floors each rank's analysis applies
+            (:func:`tracedoc.engine.analyze_trace`; None: the engine's defaults).
+
+    Every rank is analyzed with the same rules, overrides and floors as a single trace
+    would be, whichever executor runs it (the parsed rules travel to the workers).
 
     Raises:
         TraceLoadError: nothing to analyze, every trace failed, a failure under ``strict``,
             or (rank mode) two traces of the same rank.
         RuleError: a bad selector or rule file (before any worker starts).
+        ConfigError: a threshold override that names no rule or does not fit its condition.
         SchedulerError: the Dask scheduler cannot be used.
     """
     from tracedoc.engine.rules import load_rules, select_rules
 
     found: Discovery = discover(inputs, follow_symlinks=follow_symlinks)
     files = found.files
-    rules = load_rules(rule_paths)  # parsed once; a bad rule file fails before any worker starts
+    if rules is None:
+        rules = load_rules(rule_paths)  # parsed once; a bad rule file fails before any worker starts
+    if thresholds:
+        from tracedoc.config import apply_thresholds
+
+        rules = apply_thresholds(rules, thresholds)
     select_rules(rules, select, ignore)
-    kwargs = {"select": select, "ignore": ignore, "rules": rules, "cache_dir": cache_dir}
+    kwargs = {
+        "select": select,
+        "ignore": ignore,
+        "rules": rules,
+        "cache_dir": cache_dir,
+        "min_saving_ms": min_saving_ms,
+        "min_saving_share": min_saving_share,
+    }
     n_jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
     t0 = time.perf_counter()
     if scheduler:
@@ -249,11 +276,15 @@ def analyze_directory(
     strict: bool = False,
     cache_dir: str | None = None,
     follow_symlinks: bool = False,
+    thresholds: dict[str, dict[str, float]] | None = None,
+    min_saving_ms: float | None = None,
+    min_saving_share: float | None = None,
 ) -> MultiRankReport:
     """Analyze every trace in ``directory`` as the ranks of one job (see :func:`analyze_inputs`).
 
     A trace that cannot be analyzed is listed in ``failed`` and the rest analyzed, unless
-    ``strict``.
+    ``strict``. ``thresholds``, ``min_saving_ms`` and ``min_saving_share`` apply to every
+    rank as to a single trace (see :func:`analyze_inputs`).
 
     Raises:
         TraceLoadError: no trace files, every trace failed (or one, under ``strict``), or
@@ -272,6 +303,9 @@ def analyze_directory(
         strict=strict,
         cache_dir=cache_dir,
         progress=progress,
+        thresholds=thresholds,
+        min_saving_ms=min_saving_ms,
+        min_saving_share=min_saving_share,
     )
     assert isinstance(out, MultiRankReport)
     out.directory = str(directory)

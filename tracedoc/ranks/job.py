@@ -150,6 +150,8 @@ def analyze_one(
     rule_paths: list[str] | None = None,
     rules: list | None = None,
     cache_dir: str | None = None,
+    min_saving_ms: float | None = None,
+    min_saving_share: float | None = None,
 ) -> RankResult:
     """Load and analyze one trace; errors come back as data (they cross processes).
 
@@ -158,8 +160,12 @@ def analyze_one(
             the ranks already use the CPUs).
         rule_paths: extra rule files or folders, parsed here (prefer ``rules``).
         rules: the rules, already parsed once by the caller (a rules folder is not
-            parsed again for every rank); default the built-in ones plus ``rule_paths``.
+            parsed again for every rank), with any ``[tool.tracedoc.thresholds]``
+            override already applied; default the built-in ones plus ``rule_paths``.
         cache_dir: a frame-cache folder (:class:`tracedoc.cache.FrameCache`); None: no cache.
+        min_saving_ms, min_saving_share: the finding floors of
+            :func:`tracedoc.engine.analyze_trace` (``--min-saving-ms``/``--min-saving-share``;
+            None: the engine's defaults).
     """
     import time
 
@@ -177,7 +183,14 @@ def analyze_one(
         trace = load(path, workers=decode_workers, cache=cache)
         if rules is None:
             rules = load_rules(rule_paths)
-        report = analyze_trace(trace, rules=rules, select=select, ignore=ignore)
+        report = analyze_trace(
+            trace,
+            rules=rules,
+            select=select,
+            ignore=ignore,
+            min_saving_ms=min_saving_ms,
+            min_saving_share=min_saving_share,
+        )
         out.collectives = extract_collectives(trace)
     except TracedocError as exc:
         out.error = str(exc)
