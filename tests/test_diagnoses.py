@@ -391,11 +391,11 @@ def test_hip_memory_events(tmp_path):
     assert c.get("peak_memory_bytes") == 6_000_000  # HIP device memory; the CPU event (type 0) does not count
 
 
-def _mtia_trace() -> dict:
+def _mtia_trace(devices: list[dict] | None = None) -> dict:
     """An MTIA trace as Kineto writes one: host calls in category ``mtia_runtime``, device work in
     ``mtia_ccp_events``, ``[memory]`` events with Device Type 19 (c10::DeviceType::MTIA), no
-    ``deviceProperties``."""
-    b = TraceBuilder(devices=[])
+    ``deviceProperties`` (unless ``devices`` describes some)."""
+    b = TraceBuilder(devices=devices or [])
     b.step(1, 0, 1000)
     b.op("aten::mm", 10, 30)
     b.kernel("mtia_gemm_kernel", 12, 100, 600)
@@ -406,7 +406,8 @@ def _mtia_trace() -> dict:
             e["cat"], e["name"] = "mtia_runtime", "mtiaLaunchKernel"
         elif e.get("cat") == "kernel":
             e["cat"] = "mtia_ccp_events"
-    del doc["deviceProperties"]
+    if not devices:
+        del doc["deviceProperties"]
     return doc
 
 
@@ -422,3 +423,53 @@ def test_mtia_trace_is_neither_cpu_only_nor_nvidia(tmp_path, engine):
     assert r.signals["kernels_per_step"] == 1  # not "a CPU-only trace"
     tc = next(s for s in r.skipped if s.name == "no-tensor-core-use")
     assert "Meta" in tc.reason and "NVIDIA" in tc.reason
+
+
+@pytest.mark.parametrize(
+    "vendor,name,full",
+    [
+        ("AMD", "AMD Radeon Graphics", "AMD Radeon Graphics"),  # ROCm 6.2's name for an MI250 GCD
+        ("AMD", "Radeon Pro W7900", "AMD Radeon Pro W7900"),
+        ("NVIDIA", "NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"),
+        ("NVIDIA", "nvidia A100-SXM4-80GB", "nvidia A100-SXM4-80GB"),
+        ("NVIDIA", "Tesla V100-SXM2-32GB", "NVIDIA Tesla V100-SXM2-32GB"),
+        ("NVIDIA", "NVIDIAN X", "NVIDIA NVIDIAN X"),  # a longer word is not the vendor
+        ("Meta", "MTIA", "Meta MTIA"),
+    ],
+)
+def test_device_full_name_says_the_vendor_once(vendor, name, full):
+    from tracedoc.trace import Device
+
+    assert Device(0, name, None, None, None, vendor).full_name == full
+
+
+@pytest.mark.parametrize(
+    "doc,reason",
+    [
+        (
+            _mtia_trace([{"id": 0, "name": "Meta MTIA T1", "totalGlobalMem": 2**34}]),
+            "Tensor Core detection covers NVIDIA and AMD GPUs; this trace ran on Meta MTIA T1",
+        ),
+        (
+            TraceBuilder([{**AMD_PROPS, "name": "AMD Radeon Graphics", "computeMajor": 11, "numSms": 48}])
+            .step(1, 0, 1000)
+            .kernel("Cijk_Ailk_Bljk_SB_MT64x64x8_SN_1LDSB0", 12, 100, 800)
+            .doc(),
+            "cannot tell whether AMD Radeon Graphics (gfx 11.0) has matrix cores",
+        ),
+        (
+            TraceBuilder([{**AMD_PROPS, "name": "Radeon Pro W7900", "computeMajor": 11, "numSms": 48}])
+            .step(1, 0, 1000)
+            .kernel("Cijk_Ailk_Bljk_SB_MT64x64x8_SN_1LDSB0", 12, 100, 800)
+            .doc(),
+            "cannot tell whether AMD Radeon Pro W7900 (gfx 11.0) has matrix cores",
+        ),
+    ],
+    ids=["mtia-named-meta", "amd-radeon", "radeon-without-vendor"],
+)
+def test_td301_skip_reason_names_the_device_with_its_vendor_once(tmp_path, doc, reason):
+    """The reason as the report stores it (JSON), not only as a renderer shows it."""
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    td301 = next(s for s in tracedoc.analyze(p).skipped if s.code == "TD301")
+    assert td301.reason == f"needs has_tensor_cores: {reason}"

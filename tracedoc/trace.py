@@ -29,6 +29,7 @@ Frames (one row per event; empty frames keep their columns):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,15 @@ class Device:
     compute_capability: tuple[int, int] | None
     num_sms: int | None
     vendor: str
+
+    @property
+    def full_name(self) -> str:
+        """The vendor and the name, the vendor said once: ``"NVIDIA Tesla V100-SXM2-32GB"``,
+        but ``"AMD Radeon Graphics"`` and ``"NVIDIA H100 80GB HBM3"`` as the trace names
+        them (the name already starts with its vendor, whatever the case). For messages."""
+        if not self.vendor or re.match(rf"{re.escape(self.vendor)}(?![A-Za-z0-9])", self.name, re.IGNORECASE):
+            return self.name
+        return f"{self.vendor} {self.name}"
 
     def to_dict(self) -> dict[str, Any]:
         return {

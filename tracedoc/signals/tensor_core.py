@@ -95,15 +95,14 @@ def has_tensor_cores(ctx: SignalContext) -> bool:
     """
     dev = ctx.device
     if dev is not None and dev.vendor not in ("NVIDIA", "AMD"):
-        raise SignalUnavailable(
-            f"Tensor Core detection covers NVIDIA and AMD GPUs; this trace ran on {dev.vendor} {dev.name}"
-        )
+        raise SignalUnavailable(f"Tensor Core detection covers NVIDIA and AMD GPUs; this trace ran on {dev.full_name}")
     if dev is None or (dev.compute_capability is None and dev.vendor != "AMD"):
         raise SignalUnavailable("the trace has no device properties (compute capability unknown)")
     if dev.vendor == "AMD":
         has = _amd_has_matrix_cores(dev.name, dev.compute_capability, dev.num_sms)
         if has is None:
-            raise SignalUnavailable(f"cannot tell whether {dev.name} (gfx {dev.compute_capability}) has matrix cores")
+            gfx = "gfx {}.{}".format(*dev.compute_capability) if dev.compute_capability else "no gfx version"
+            raise SignalUnavailable(f"cannot tell whether {dev.full_name} ({gfx}) has matrix cores")
         return has
     return tuple(dev.compute_capability) >= TENSOR_CORE_MIN_CC
 
