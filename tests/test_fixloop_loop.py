@@ -504,3 +504,11 @@ def test_interrupted_ab_round_keeps_its_elapsed_time_and_strict_json(tmp_path):
     assert summary["trials"][1]["elapsed_s"] >= 0.3  # not 0.0
     text = (tmp_path / "out" / "summary.json").read_text()
     assert "NaN" not in text and json.loads(text)["trials"][1]["predicted_saving_ms"] is None
+
+
+def test_one_trial_budget_is_said_in_the_singular(tmp_path):
+    def behave(c):
+        return [100 + 10 * c["pin_memory"]] * 3, [finding("pageable-h2d-copy", ["pin_memory"], 50.0)]
+
+    summary, _ = run_loop(tmp_path, behave, hw=GPU, max_trials=1)
+    assert summary["stop_reason"] == "trial budget spent (1 trial)"

@@ -122,10 +122,11 @@ class Trace:
         gpu = f", {dev.name}" if dev else ", no GPU described"
         if len(self.devices) > 1:
             gpu += f" ({len(self.devices)} devices)"
-        n_steps = len(self.steps)
+        n_steps, n_kernels = len(self.steps), len(self.kernels)
         return (
-            f"<Trace {self.path}: {self.n_events:,} events, {self.span_us / 1000.0:,.1f} ms, "
-            f"{n_steps} step{'' if n_steps == 1 else 's'}, {len(self.kernels):,} kernels{gpu}>"
+            f"<Trace {self.path}: {self.n_events:,} event{'' if self.n_events == 1 else 's'}, "
+            f"{self.span_us / 1000.0:,.1f} ms, {n_steps} step{'' if n_steps == 1 else 's'}, "
+            f"{n_kernels:,} kernel{'' if n_kernels == 1 else 's'}{gpu}>"
         )
 
     def _frame_rows(self) -> list[tuple[str, int, str]]:

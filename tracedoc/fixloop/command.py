@@ -247,6 +247,7 @@ def _run(
     from tracedoc.fixloop.loop import FixLoop, LoopOptions, Terminated, start_config
     from tracedoc.fixloop.runner import SubprocessRunner
     from tracedoc.fixloop.summary import render_markdown, render_notes, render_table
+    from tracedoc.report.render import plural
 
     analyze = None
     if rules:
@@ -283,7 +284,7 @@ def _run(
     )
     loop = FixLoop(runner, spec, out_dir, options, progress=RichProgress(err), workload=str(workload))
     err.print(
-        f"fix-loop: {workload} -> {out_dir}  (max {max_trials} trials, "
+        f"fix-loop: {workload} -> {out_dir}  (max {plural(max_trials, 'trial')}, "
         f"{'safe and unsafe' if unsafe_fixes else 'safe'} fixes, timeout {timeout:g} s per trial)",
         highlight=False,
         soft_wrap=True,

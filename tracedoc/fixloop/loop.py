@@ -329,7 +329,9 @@ class FixLoop:
         while True:
             done = len(self.records) - 1
             if done >= self.options.max_trials:
-                self.stop_reason = f"trial budget spent ({self.options.max_trials} trials)"
+                from tracedoc.report.render import plural
+
+                self.stop_reason = f"trial budget spent ({plural(self.options.max_trials, 'trial')})"
                 return
             proposal = self.followups.pop(0) if self.followups else self.propose()
             if proposal is None:

@@ -132,7 +132,7 @@ def decide(incumbent: list[float], candidate: list[float], min_gain: float = 0.0
     low = high = conf = None
     if interval is None:
         verdict = "undecided"
-        why = f"{n} rounds; at least {MIN_ROUNDS} are needed for a {CONFIDENCE:.0%} interval"
+        why = f"at least {MIN_ROUNDS} are needed for a {CONFIDENCE:.0%} interval"
     else:
         k, conf = interval
         low, high = ratios[k - 1], ratios[n - k]
@@ -148,8 +148,10 @@ def decide(incumbent: list[float], candidate: list[float], min_gain: float = 0.0
     if verdict == "undecided" and final:
         verdict = "inconclusive"
     noisy = inc_cv > NOISY_CV or cand_cv > NOISY_CV
+    from tracedoc.report.render import plural
+
     reason = (
-        f"median ratio {statistics.median(ratios):.3f} over {n} A/B rounds; {why} "
+        f"median ratio {statistics.median(ratios):.3f} over {plural(n, 'A/B round')}; {why} "
         f"(CV incumbent {inc_cv:.1%}, candidate {cand_cv:.1%})"
     )
     return Decision(

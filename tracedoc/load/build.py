@@ -30,6 +30,12 @@ def _mtia_devices(frames: dict[str, Any], described: list[Device]) -> list[Devic
     return [Device(i, "MTIA", None, None, None, "Meta") for i in ids]
 
 
+def _events(n: int) -> str:
+    from tracedoc.report.render import plural  # only on an error path: rich is not imported to load
+
+    return plural(n, "event")
+
+
 _INT64_MAX = (1 << 63) - 1
 #: Nesting depth below which trace metadata is made JSON-safe; deeper values are dropped.
 METADATA_MAX_DEPTH = 64
@@ -194,7 +200,7 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
         what = (
             "no events"
             if sink.n_events == 0
-            else f"{sink.n_events} events but none from the PyTorch profiler (no CPU ops, runtime calls, kernels or memory events)"
+            else f"{_events(sink.n_events)} but none from the PyTorch profiler (no CPU ops, runtime calls, kernels or memory events)"
         )
         raise TraceLoadError(path, f"trace has {what}")
     frames = {kind: frame_from_columns(kind, c[kind]) for kind in FRAME_COLUMNS}
@@ -205,7 +211,7 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
         kept = [(k, df) for k, df in frames.items() if len(df) and k != "steps"]
         if not kept:
             raise TraceLoadError(
-                path, f"trace has {sink.n_events} events but every profiler event has impossible values"
+                path, f"trace has {_events(sink.n_events)} but every profiler event has impossible values"
             )
         origin = float(min(df["ts_us"].min() for _, df in kept))
         ends = [float((df["ts_us"] + df["dur_us"]).max()) for k, df in kept if k != "memory"]

@@ -59,6 +59,7 @@ def analyze_many(
 
     from tracedoc.ranks.discover import describe_skipped
     from tracedoc.ranks.executors import analyze_inputs
+    from tracedoc.report.render import plural
 
     report = analyze_inputs(
         paths,
@@ -79,7 +80,9 @@ def analyze_many(
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     n_all = len(report.failed) + (len(report.ranks) if isinstance(report, MultiRankReport) else len(report.traces))
     for r in report.failed:
-        err.print(f"tracedoc: warning: {len(report.failed)} of {n_all} traces failed: {escape(r.error or r.path)}")
+        err.print(
+            f"tracedoc: warning: {len(report.failed)} of {plural(n_all, 'trace')} failed: {escape(r.error or r.path)}"
+        )
     if report.skipped:
         err.print(f"tracedoc: warning: skipped {len(report.skipped)}: {escape(describe_skipped(report.skipped, 5))}")
     for p in report.followed:

@@ -36,12 +36,14 @@ def run_pool(
     """Run :func:`analyze_one` on every file in ``jobs`` local processes (1: in this one).
 
     Returns the results in ``files`` order."""
+    from tracedoc.report.render import plural
+
     if jobs <= 1:
         out = []
         for i, f in enumerate(files):
             out.append(analyze_one(f, **kwargs))
             if progress:
-                progress(f"analyzed {i + 1}/{len(files)} traces")
+                progress(f"analyzed {i + 1}/{plural(len(files), 'trace')}")
         return out
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(analyze_one, f, decode_workers=1, **kwargs) for f in files]
@@ -49,7 +51,7 @@ def run_pool(
         for i, fut in enumerate(futures):
             out.append(fut.result())
             if progress:
-                progress(f"analyzed {i + 1}/{len(files)} traces")
+                progress(f"analyzed {i + 1}/{plural(len(files), 'trace')}")
         return out
 
 
@@ -79,6 +81,8 @@ def run_dask(
     except ImportError:
         raise SchedulerError("--scheduler needs the dask extra: pip install 'tracedoc[dask]'") from None
     import logging
+
+    from tracedoc.report.render import plural
 
     logging.getLogger("distributed").setLevel(logging.ERROR)  # its INFO lines are not our output
     cluster = None
@@ -122,7 +126,7 @@ def run_dask(
         raise SchedulerError(f"cannot reach the Dask scheduler {scheduler} ({exc})") from None
     try:
         if progress:
-            progress(f"analyzing {len(files)} traces on Dask ({scheduler})")
+            progress(f"analyzing {plural(len(files), 'trace')} on Dask ({scheduler})")
         kw = dict(kwargs)
         if kw.get("rules") is not None:
             kw["rules"] = client.scatter(kw["rules"], broadcast=True)  # sent once, not per task
@@ -198,6 +202,7 @@ def analyze_inputs(
         SchedulerError: the Dask scheduler cannot be used.
     """
     from tracedoc.engine.rules import load_rules, select_rules
+    from tracedoc.report.render import plural
 
     found: Discovery = discover(inputs, follow_symlinks=follow_symlinks)
     files = found.files
@@ -223,7 +228,9 @@ def analyze_inputs(
         executor = {"executor": "dask", "scheduler": scheduler}
     else:
         if progress:
-            progress(f"analyzing {len(files)} traces with {n_jobs} worker process{'es' if n_jobs > 1 else ''}")
+            progress(
+                f"analyzing {plural(len(files), 'trace')} with {plural(n_jobs, 'worker process', 'worker processes')}"
+            )
         results = run_pool(files, kwargs, n_jobs, progress)
         executor = {"executor": "process pool", "workers": n_jobs}
     run = {**executor, "seconds": round(time.perf_counter() - t0, 3)}

@@ -71,7 +71,7 @@ def render_text(mr: MultiRankReport, console: Any) -> None:
             console.print(f"  {title}:")
             for f in items:
                 console.print(
-                    f"    {f['code']} {f['name']} ({f['severity']}): {f['n_ranks']}/{s['n_ranks']} ranks "
+                    f"    {f['code']} {f['name']} ({f['severity']}): {f['n_ranks']}/{plural(s['n_ranks'], 'rank')} "
                     + escape(f"[{', '.join(f['ranks'])}]")
                 )  # the brackets too: not a style tag
     if not s["findings"]:
@@ -84,11 +84,13 @@ def render_text(mr: MultiRankReport, console: Any) -> None:
 def _print_collectives(s: dict, console: Any) -> None:
     from rich.markup import escape
 
+    from tracedoc.report.render import plural
+
     c = s.get("collectives")
     if not c:
         return
     console.print(
-        f"\n[bold]collectives[/] ({c['n_matched']:,} matched across {c['n_ranks']} ranks, from {c['source']})"
+        f"\n[bold]collectives[/] ({c['n_matched']:,} matched across {plural(c['n_ranks'], 'rank')}, from {c['source']})"
     )
     if c["straggler"] is None:
         console.print("  no straggler: the matched collectives took equally long on every rank")
@@ -168,6 +170,8 @@ def render_multi_markdown(mt: MultiTraceReport) -> str:
 
 def render_markdown(mr: MultiRankReport) -> str:
     """A Markdown multi-rank summary."""
+    from tracedoc.report.render import plural
+
     s = mr.summary
     lines = [
         f"# tracedoc multi-rank report: `{mr.directory}`",
@@ -197,13 +201,13 @@ def render_markdown(mr: MultiRankReport) -> str:
     if c and c["straggler"]:
         per_step = c.get("straggler_lag_ms_per_step")
         lines.append(
-            f"- straggler (from {c['n_matched']} matched collectives): {c['straggler']}, arrived last in "
+            f"- straggler (from {plural(c['n_matched'], 'matched collective')}): {c['straggler']}, arrived last in "
             f"{c['straggler_last_share']:.0%}; others waited {c['straggler_lag_ms_total']:.2f} ms"
             + (f" ({per_step:.2f} ms per step)" if per_step is not None else "")
         )
     for f in s["findings"]:
         lines.append(
-            f"- {f['code']} `{f['name']}` ({f['severity']}): on {f['n_ranks']}/{s['n_ranks']} ranks "
+            f"- {f['code']} `{f['name']}` ({f['severity']}): on {f['n_ranks']}/{plural(s['n_ranks'], 'rank')} "
             f"({f['scope']}): {', '.join(f['ranks'])}"
         )
     lines += [f"- failed: `{r.path}`: {r.error}" for r in mr.failed]

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tracedoc.diff import DiffResult
+from tracedoc.report.render import plural
 
 
 def _ms(v: float | None, signed: bool = False) -> str:
@@ -41,7 +42,8 @@ def _e(v: Any) -> str:
 
 def _side(d: dict[str, Any]) -> str:
     dev = f", {d['device']}" if d.get("device") else ""
-    return f"{d['path']} ({d['kind']}{dev}, {d.get('step_count')} steps)"
+    n = d.get("step_count")
+    return f"{d['path']} ({d['kind']}{dev}, {plural(n, 'step') if isinstance(n, int) else 'steps unknown'})"
 
 
 class JsonDiffRenderer:
