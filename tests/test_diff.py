@@ -283,6 +283,19 @@ def test_fail_on_regression_exit_codes(tmp_path, after_ms, flag, code):
     assert json.loads(r.stdout)["step_time_ms"]["change_pct"] == pytest.approx(after_ms - 100.0)
 
 
+def test_diff_formats_are_text_json_markdown(tmp_path):
+    """The names `analyze` uses; a format diff has no renderer for is a one-line usage error, not text."""
+    b = tmp_path / "before.json"
+    b.write_text(json.dumps(report(100.0, [])))
+    assert run("diff", b, b, "--format", "text").returncode == 0
+    r = run("diff", b, b, "--format", "sarif")
+    assert (
+        r.returncode == 2
+        and r.stdout == ""
+        and "--format sarif is not available here (text, json or markdown)" in r.stderr
+    )
+
+
 # ------------------------------------------------------------------ trial directories
 
 

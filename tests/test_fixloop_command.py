@@ -113,6 +113,22 @@ def test_json_and_markdown_formats(app, workload, tmp_path):
     assert result.exit_code == 0 and result.stdout.startswith("# tracedoc fix-loop")
 
 
+def test_text_format_is_the_table_and_table_is_a_deprecated_alias(app, workload, tmp_path):
+    """`--format text` as in `tracedoc analyze`; the old name `table` still works, with a warning."""
+    text = invoke(app, workload, "--out", tmp_path / "a", "--format", "text", "--max-trials", "0")
+    assert text.exit_code == 0, text.output
+    assert "baseline" in text.stdout and "deprecated" not in text.stderr
+    default = invoke(app, workload, "--out", tmp_path / "b", "-f", "text", "--max-trials", "0")
+    old = invoke(app, workload, "--out", tmp_path / "c", "--format", "table", "--max-trials", "0")
+    assert (
+        old.exit_code == 0
+        and old.stdout.splitlines()[:4] == text.stdout.splitlines()[:4] == default.stdout.splitlines()[:4]
+    )
+    assert "--format table is deprecated; use --format text" in old.stderr
+    help_text = " ".join(CliRunner().invoke(app, ["fix-loop", "--help"], env={"COLUMNS": "200"}).stdout.split())
+    assert "text (the table), json or markdown" in help_text and "'table' is a deprecated alias of text" in help_text
+
+
 def test_crashed_trial_reverted(app, workload, tmp_path):
     out = tmp_path / "out"
     result = invoke(app, workload, "--out", out, "--set", "crash_fast_path=true")
@@ -130,7 +146,7 @@ def test_crashed_trial_reverted(app, workload, tmp_path):
         (["{wl}", "--set", "batch_size=many"], "bad --set 'batch_size=many'"),
         (["{wl}", "--set", "nonsense"], "expected KNOB=VALUE"),
         (["{wl}", "--set", "nope=1"], "has no 'nope'"),
-        (["{wl}", "--format", "xml"], "--format must be one of"),
+        (["{wl}", "--format", "xml"], "--format must be one of text, json, markdown"),
         (["{wl}", "--max-trials", "-1"], "--max-trials"),
     ],
 )

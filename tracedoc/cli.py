@@ -646,12 +646,13 @@ def list_signals(
 def diff_command(
     before: Path = typer.Argument(..., help="Before: a trace, a saved JSON report, or a fix-loop trial directory."),
     after: Path = typer.Argument(..., help="After: a trace, a saved JSON report, or a fix-loop trial directory."),
-    format: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="Output format: text, json or markdown."),
     fail_on_regression: Optional[float] = typer.Option(
         None, "--fail-on-regression", metavar="PCT", min=0.0, help="Exit 1 when the step time grew by more than PCT %."
     ),
 ) -> None:
     """Compare two analyses: step time, breakdown, findings, predicted vs measured savings."""
+    _list_format(format, "diff")
     try:
         from tracedoc.diff import diff
 

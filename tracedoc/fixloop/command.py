@@ -1,6 +1,6 @@
 """The ``tracedoc fix-loop`` command (registered by ``tracedoc/cli.py``).
 
-The report (table, JSON or Markdown) goes to stdout; progress, notes and errors to stderr.
+The report (text, JSON or Markdown: ``--format``, the names ``tracedoc analyze`` uses) goes to stdout; progress, notes and errors to stderr.
 Exit status: 0 the loop ran (whether or not a change was kept), 2 bad arguments, a
 workload that cannot be loaded, or a baseline trial that failed, 130 interrupted (Ctrl-C),
 143 terminated (SIGTERM), 129 hung up (SIGHUP); the summary is written all the same and
@@ -21,7 +21,9 @@ from typing import Optional
 
 import typer
 
-FORMATS = ("table", "json", "markdown")
+FORMATS = ("text", "json", "markdown")
+#: Old ``--format`` names still accepted, with a warning on stderr: name -> current name.
+DEPRECATED_FORMATS = {"table": "text"}
 
 
 class RichProgress:
@@ -179,7 +181,12 @@ def fix_loop(
         "--min-gain",
         help="Smallest relative throughput gain that can be kept (0.02 = 2 %), on top of the measured noise.",
     ),
-    format_: str = typer.Option("table", "--format", help="Report on stdout: table, json or markdown."),
+    format_: str = typer.Option(
+        "text",
+        "--format",
+        "-f",
+        help="Report on stdout: text (the table), json or markdown. 'table' is a deprecated alias of text.",
+    ),
     rules: Optional[list[Path]] = typer.Option(
         None,
         "--rules",
@@ -193,6 +200,10 @@ def fix_loop(
     err = Console(stderr=True)
     if not workload.is_file():
         raise _fail(err, f"{workload}: workload file not found")
+    if format_ in DEPRECATED_FORMATS:
+        new = DEPRECATED_FORMATS[format_]
+        err.print(f"tracedoc: warning: --format {format_} is deprecated; use --format {new}", highlight=False)
+        format_ = new
     if format_ not in FORMATS:
         raise _fail(err, f"--format must be one of {', '.join(FORMATS)}, not {format_!r}")
     if not (math.isfinite(timeout) and math.isfinite(min_gain)):
