@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import rule_dict
 from tracebuilder import budget_rule_toml, dataloader_bound
 
 from tracedoc.engine.expr import MAX_EXPR_DEPTH, Expr
 from tracedoc.engine.rules import (
-    DOC_SECTIONS,
     MAX_RULE_FILE_BYTES,
     builtin_rules,
     load_rule_file,
@@ -31,21 +31,6 @@ def run(*args, timeout=120):
     return subprocess.run(
         [sys.executable, "-m", "tracedoc", *map(str, args)], capture_output=True, text=True, timeout=timeout
     )
-
-
-def _rule(**over):
-    d = {
-        "code": "X1",
-        "name": "x-rule",
-        "severity": "info",
-        "summary": "s",
-        "condition": "step_time_ms > 1",
-        "message": "m",
-        "fix": {"summary": "f", "safety": "safe"},
-        "docs": {s: "d" for s in DOC_SECTIONS},
-    }
-    d.update(over)
-    return d
 
 
 # ---- the examples of issue 9 item 10, and variants ---------------------------------------------
@@ -86,7 +71,7 @@ def _rule(**over):
 )
 def test_bad_rule_named_with_its_field(over, field, problem):
     with pytest.raises(RuleError) as ei:
-        parse_rule(_rule(**over), "my_rules/bad.toml")
+        parse_rule(rule_dict(**over), "my_rules/bad.toml")
     msg = str(ei.value)
     assert msg.startswith("my_rules/bad.toml: ") and field in msg and problem in msg, msg
     assert "\n" not in msg and len(msg) < 400
@@ -94,7 +79,7 @@ def test_bad_rule_named_with_its_field(over, field, problem):
 
 def test_good_templates_still_render():
     rule = parse_rule(
-        _rule(
+        rule_dict(
             message="{step_time_ms:.1f} ms, {dataloader_share:.1%}, {step_count:,.0f} {{literal}} {step_time_ms:>8.2f}"
         ),
         "ok.toml",

@@ -7,12 +7,12 @@ import shutil
 
 import pytest
 from conftest import FIXTURES
-from tracebuilder import TraceBuilder, dataloader_bound
+from tracebuilder import TraceBuilder, budget_rule_toml, dataloader_bound
 from typer.testing import CliRunner
 
 from tracedoc.cli import app
 from tracedoc.errors import TraceLoadError
-from tracedoc.ranks import analyze_directory, rank_from_filename
+from tracedoc.ranks import analyze_directory, analyze_inputs, rank_from_filename
 
 runner = CliRunner()
 
@@ -195,15 +195,9 @@ def test_rule_folder_parsed_once_not_per_rank(synthetic_dir, tmp_path, monkeypat
     """Issue 9 item 11: a --rules folder is parsed once in the client, whatever the rank count."""
     import tracedoc.engine.rules as rules_mod
 
-    src = (FIXTURES.parent / "rules").glob("*.toml")
     budget_dir = tmp_path / "budgets"
     budget_dir.mkdir()
-    first = sorted(src)[0].read_text()
-    (budget_dir / "budget.toml").write_text(
-        first.replace(first.split('code = "', 1)[1].split('"', 1)[0], "TD999", 1).replace(
-            first.split('name = "', 1)[1].split('"', 1)[0], "my-budget", 1
-        )
-    )
+    (budget_dir / "budget.toml").write_text(budget_rule_toml(120, code="TD999"))
     calls = []
     real = rules_mod.load_rule_file
     monkeypatch.setattr(rules_mod, "load_rule_file", lambda p: calls.append(p) or real(p))
@@ -478,3 +472,25 @@ def test_analyze_directory_takes_threshold_overrides(synthetic_dir):
     mr = analyze_directory(synthetic_dir, jobs=1, thresholds={"dataloader-stall": {"dataloader_share": 0.5}})
     assert all("TD101" not in {f.code for f in r.report.findings} for r in mr.ranks)
     assert all("TD101" in r.report.rules_evaluated for r in mr.ranks)
+
+
+def test_json_envelope_of_both_many_trace_reports(synthetic_dir):
+    """Both documents share one envelope (key order included): header, body, failed, skipped,
+    followed symlinks, run."""
+    (synthetic_dir / "rank-9.json").write_bytes(b'{"traceEvents": [')
+    tail = ["failed", "skipped", "followed_symlinks", "run"]
+    for ranks, kind, body in (
+        (True, "multi-rank", ["directory", "ranks", "summary"]),
+        (False, "multi-trace", ["inputs", "traces"]),
+    ):
+        rep = analyze_inputs([str(synthetic_dir)], jobs=1, ranks=ranks)
+        doc = rep.to_dict()
+        assert list(doc) == ["schema_version", "kind", "tool", *body, *tail] and doc["kind"] == kind
+        assert doc["schema_version"] == 1 and doc["tool"]["name"] == "tracedoc"
+        assert [f["path"].rsplit("/", 1)[-1] for f in doc["failed"]] == ["rank-9.json"]
+        assert "invalid JSON" in doc["failed"][0]["error"]
+        assert doc["skipped"] == [{"path": str(synthetic_dir / "notes.txt"), "reason": rep.skipped[0][1]}]
+        assert doc["followed_symlinks"] == [] and doc["run"]["executor"] == "process pool"
+        results = doc["ranks"] if ranks else doc["traces"]
+        assert len(results) == 4 and all(r["report"]["schema_version"] == 1 for r in results)
+        assert len(rep.findings) == sum(len(r["report"]["findings"]) for r in results)

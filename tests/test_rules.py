@@ -4,6 +4,7 @@ one rule), the meta-test that every rule has both, and the expression evaluator.
 from __future__ import annotations
 
 import pytest
+from helpers import rule_dict
 from tracebuilder import budget_rule_toml
 
 from tracedoc.engine import rank_findings
@@ -122,21 +123,6 @@ def test_expression_evaluation():
     assert Expr("-x / 4 + abs(y)").evaluate({"x": 2, "y": -1}) == 0.5
 
 
-def _rule_dict(**over):
-    d = {
-        "code": "X1",
-        "name": "x-rule",
-        "severity": "info",
-        "summary": "s",
-        "condition": "step_time_ms > 1",
-        "message": "m",
-        "fix": {"summary": "f", "safety": "safe"},
-        "docs": {s: "d" for s in DOC_SECTIONS},
-    }
-    d.update(over)
-    return d
-
-
 @pytest.mark.parametrize(
     "over,problem",
     [
@@ -153,7 +139,7 @@ def _rule_dict(**over):
 )
 def test_rule_validation(over, problem):
     with pytest.raises(RuleError, match=problem):
-        parse_rule(_rule_dict(**over), "test.toml")
+        parse_rule(rule_dict(**over), "test.toml")
 
 
 def test_select_and_ignore_by_code_prefix_and_name():

@@ -39,8 +39,24 @@ def _r3(v: Any) -> Any:
     return round(float(v), 3) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
 
 
-def _skip_docs(skipped: list[tuple[str, str]]) -> list[dict[str, str]]:
-    return [{"path": p, "reason": why} for p, why in skipped]
+def _document(kind: str, body: dict[str, Any], rep: MultiRankReport | MultiTraceReport) -> dict[str, Any]:
+    """The versioned JSON form both many-trace reports share: the header (``schema_version``,
+    ``kind``, ``tool``), ``body`` (what differs between them), then what failed, what was
+    skipped, the symlinks followed and how it ran (see the package docstring)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": kind,
+        "tool": {"name": "tracedoc", "version": __version__},
+        **body,
+        "failed": [{"path": r.path, "error": r.error} for r in rep.failed],
+        "skipped": [{"path": p, "reason": why} for p, why in rep.skipped],
+        "followed_symlinks": list(rep.followed),
+        "run": rep.run,
+    }
+
+
+def _all_findings(results: list[RankResult]) -> list:
+    return [f for r in results if r.report for f in r.report.findings]
 
 
 @dataclass
@@ -68,31 +84,21 @@ class MultiRankReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON form (``kind: "multi-rank"``)."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "kind": "multi-rank",
-            "tool": {"name": "tracedoc", "version": __version__},
-            "directory": self.directory,
-            "ranks": [
-                {
-                    "rank": r.rank,
-                    "rank_source": r.rank_source,
-                    "path": r.path,
-                    "report": r.report.to_dict() if r.report else None,
-                }
-                for r in self.ranks
-            ],
-            "summary": self.summary,
-            "failed": [{"path": r.path, "error": r.error} for r in self.failed],
-            "skipped": _skip_docs(self.skipped),
-            "followed_symlinks": list(self.followed),
-            "run": self.run,
-        }
+        ranks = [
+            {
+                "rank": r.rank,
+                "rank_source": r.rank_source,
+                "path": r.path,
+                "report": r.report.to_dict() if r.report else None,
+            }
+            for r in self.ranks
+        ]
+        return _document("multi-rank", {"directory": self.directory, "ranks": ranks, "summary": self.summary}, self)
 
     @property
     def findings(self) -> list:
         """Every finding of every rank (for the exit code)."""
-        return [f for r in self.ranks if r.report for f in r.report.findings]
+        return _all_findings(self.ranks)
 
 
 @dataclass
@@ -111,22 +117,13 @@ class MultiTraceReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON form (``kind: "multi-trace"``)."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "kind": "multi-trace",
-            "tool": {"name": "tracedoc", "version": __version__},
-            "inputs": list(self.inputs),
-            "traces": [{"path": r.path, "report": r.report.to_dict()} for r in self.traces],
-            "failed": [{"path": r.path, "error": r.error} for r in self.failed],
-            "skipped": _skip_docs(self.skipped),
-            "followed_symlinks": list(self.followed),
-            "run": self.run,
-        }
+        traces = [{"path": r.path, "report": r.report.to_dict()} for r in self.traces]
+        return _document("multi-trace", {"inputs": list(self.inputs), "traces": traces}, self)
 
     @property
     def findings(self) -> list:
         """Every finding of every trace (for the exit code)."""
-        return [f for r in self.traces if r.report for f in r.report.findings]
+        return _all_findings(self.traces)
 
 
 def compare_collectives(ranks: list[RankResult]) -> dict[str, Any] | None:
