@@ -27,7 +27,7 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import paint, per_window
-from tracedoc.signals.strings import cached_name_mask, frame_threads, startswith_mask
+from tracedoc.signals.strings import cached_name_mask, frame_names, frame_threads
 
 BREAKDOWN_CATEGORIES = ("kernel", "communication", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
@@ -55,8 +55,10 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
                 parts.append(
                     pd.DataFrame(
                         {
-                            "kind": kind,
-                            "name": df["name"].to_numpy(),
+                            # object columns, as in the trace's frames: pandas would otherwise infer its
+                            # Arrow-backed str dtype, and every filter and to_numpy() below would convert
+                            "kind": pd.Series(np.full(len(df), kind, dtype=object), dtype=object),
+                            "name": pd.Series(df["name"].to_numpy(dtype=object), dtype=object),
                             "device": df["device"].to_numpy(),
                             "stream": df["stream"].to_numpy(),
                             "ts_us": df["ts_us"].to_numpy(),
@@ -85,13 +87,18 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
         )
         linked = pos >= 0
         safe = np.where(linked, pos, 0)
-        g["comm"] = comm_kernel_mask(g["name"]) & (g["kind"] == "kernel").to_numpy() if len(g) else np.zeros(0, bool)
+        # the communication test runs once per distinct kernel name (the kernels come first in g)
+        kcodes, knames = frame_names(ctx, "kernels")
+        comm = np.zeros(len(g), dtype=bool)
+        if len(kcodes):
+            comm[: len(kcodes)] = comm_kernel_mask(pd.Series(knames, dtype=object))[kcodes]
+        g["comm"] = comm
         g["rt_pos"] = pos
         if len(rt):
             g["launch_ts_us"] = np.where(linked, rt["ts_us"].to_numpy(dtype=float)[safe], np.nan)
             g["launch_end_us"] = np.where(linked, rt["end_us"].to_numpy(dtype=float)[safe], np.nan)
             codes, labels = frame_threads(ctx, "runtime")
-            g["launch_thread"] = np.where(linked, labels[codes[safe]], None)
+            g["launch_thread"] = pd.Series(np.where(linked, labels[codes[safe]], None), dtype=object, index=g.index)
         else:
             g["launch_ts_us"] = np.nan
             g["launch_end_us"] = np.nan
@@ -116,7 +123,7 @@ def step_spans(ctx: SignalContext) -> pd.DataFrame:
         ops = ctx.trace.ops
         if not len(steps):
             return pd.DataFrame({"step": [], "ts_us": [], "end_us": []})
-        marks = ops[startswith_mask(ops["name"], "ProfilerStep#")]
+        marks = ops[profiler_step_mask(ctx)]
         if len(marks):
             key = (marks["pid"] + "/" + marks["tid"]).to_numpy(dtype=object)
             counts = pd.Series(key).value_counts()
