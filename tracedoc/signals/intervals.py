@@ -137,7 +137,10 @@ def per_window(
     sorted and disjoint, and their edges must be grid points.
     """
     seg_len = np.diff(grid)
-    step_idx = np.searchsorted(win_start, grid[:-1], side="right") - 1
+    # step_idx[j] = #{windows starting at or before grid[j]} - 1 (the last such window): count each
+    # window start at its grid index and take the running sum, instead of a binary search per segment
+    first_seg = np.searchsorted(grid[:-1], win_start, side="left")
+    step_idx = np.cumsum(np.bincount(first_seg, minlength=grid.size)[: grid.size - 1]) - 1
     inside = (step_idx >= 0) & (grid[:-1] < win_end[np.maximum(step_idx, 0)])
     # one weighted count over the flat (window, label) index: it adds the segments in the same
     # order as np.add.at, so the sums are the same floats, without add.at's per-element overhead
