@@ -55,6 +55,10 @@ def _analysis_run(trace: Path, tree: Path) -> tuple[float, float]:
     return m["wall_s"], m["cpu_s"]
 
 
+def _wall_cpu(m: dict) -> tuple[float, float]:
+    return m["time_s"], m["cpu_s"]
+
+
 def _env_for(tree: Path) -> dict[str, str]:
     # with ``python -m`` the working directory comes first on sys.path: runs also start in ``tree``
     env = dict(os.environ)
@@ -78,22 +82,27 @@ def main(argv: list[str] | None = None) -> int:
     base = a.base.resolve()
     if a.analysis_only:
         return _analysis_ab(trace, base, a.runs)
+    # each side gives (wall s, CPU s); orjson's CPU is not measured (its wall is loads() alone)
     sides = {
-        "orjson": lambda: orjson_run(trace)["time_s"],
-        "base": lambda: analyze_run(trace, _env_for(base), cwd=base)["time_s"],
-        "this": lambda: analyze_run(trace, _env_for(ROOT), cwd=ROOT)["time_s"],
+        "orjson": lambda: (orjson_run(trace)["time_s"], float("nan")),
+        "base": lambda: _wall_cpu(analyze_run(trace, _env_for(base), cwd=base)),
+        "this": lambda: _wall_cpu(analyze_run(trace, _env_for(ROOT), cwd=ROOT)),
     }
     names = list(sides)
-    runs: dict[str, list[float]] = {n: [] for n in names}
+    runs: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     for r in range(a.runs):
         order = names[r % 3 :] + names[: r % 3]
         for n in order:
             runs[n].append(sides[n]())
-        print(f"round {r + 1}: " + "  ".join(f"{n} {runs[n][-1]:.2f} s" for n in order), flush=True)
-    med = {n: statistics.median(v) for n, v in runs.items()}
+        print(f"round {r + 1}: " + "  ".join(f"{n} {runs[n][-1][0]:.2f} s" for n in order), flush=True)
+    med = {n: statistics.median(w for w, _ in v) for n, v in runs.items()}
     print(f"\ntrace: {trace}")
     for n in names:
-        print(f"{n:7s} runs (s): {' '.join(f'{x:.2f}' for x in runs[n])}   median {med[n]:.2f} s")
+        line = f"{n:7s} runs (s): {' '.join(f'{w:.2f}' for w, _ in runs[n])}   median {med[n]:.2f} s"
+        if n != "orjson":
+            cpu = [c for _, c in runs[n]]
+            line += f";  CPU incl. decode worker (s): {' '.join(f'{c:.2f}' for c in cpu)}  median {statistics.median(cpu):.2f}"
+        print(line)
     print(
         f"ratio analyze / orjson (medians): base {med['base'] / med['orjson']:.2f}, this {med['this'] / med['orjson']:.2f}"
     )
