@@ -105,8 +105,10 @@ print(json.dumps({"rc": p.returncode, "wall_s": wall, "cpu_s": ru.ru_utime + ru.
 """
 
 
-def measure(cmd: list[str]) -> dict:
-    out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True)
+def measure(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True, env=env, cwd=cwd
+    )
     return json.loads(out.stdout)
 
 
@@ -118,10 +120,10 @@ def orjson_run(path: Path) -> dict:
     return m
 
 
-def analyze_run(path: Path) -> dict:
+def analyze_run(path: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> dict:
     # --no-cache: a cold analysis every run (a cache hit would time the frame cache, not the analysis)
     exe = [sys.executable, "-m", "tracedoc", "analyze", str(path), "--format", "json", "--exit-zero", "--no-cache"]
-    m = measure(exe)
+    m = measure(exe, env, cwd)
     if m["rc"] != 0:
         raise SystemExit(f"tracedoc analyze failed ({m['rc']}): {m['stderr']}")
     m["time_s"] = m["wall_s"]

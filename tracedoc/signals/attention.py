@@ -28,7 +28,7 @@ import pandas as pd
 from tracedoc.signals.attribution import patterns
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.steps import complete_mask
-from tracedoc.signals.strings import name_mask
+from tracedoc.signals.strings import cached_name_mask
 from tracedoc.signals.tensor_core import _window_kernels, union_ms_per_step
 
 
@@ -37,9 +37,17 @@ def _family(table: str, family: str) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in patterns()[table][family]), re.IGNORECASE)
 
 
-def _mask(values: pd.Series, table: str, family: str) -> np.ndarray:
-    s = values.fillna("").astype(object)
-    return name_mask(s, _family(table, family).search)
+def _kernel_mask(ctx: SignalContext, rows: np.ndarray, table: str, family: str) -> np.ndarray:
+    # kernel_ops rows are trace.kernels rows: the mask over trace.kernels, cached per distinct name
+    mask = cached_name_mask(ctx, "kernels", f"attention_{table}_{family}", _family(table, family).search)
+    return mask[rows]
+
+
+def _op_mask(op_codes: np.ndarray, op_names: np.ndarray, table: str, family: str) -> np.ndarray:
+    # the launching op names, factorised once by the caller: one test per distinct op
+    test = _family(table, family).search
+    per_op = np.fromiter((bool(test(n)) for n in op_names), dtype=bool, count=len(op_names))
+    return per_op[op_codes] if len(op_codes) else np.zeros(0, dtype=bool)
 
 
 def attention_kernels(ctx: SignalContext) -> pd.DataFrame:
@@ -52,11 +60,16 @@ def attention_kernels(ctx: SignalContext) -> pd.DataFrame:
 
     def build() -> pd.DataFrame:
         ko = _window_kernels(ctx).copy()
-        fused = _mask(ko["name"], "tensor_core_kernels", "attention") | _mask(ko["op"], "attention_fused_ops", "ops")
+        rows = ko.index.to_numpy()
+        op_codes, op_names = pd.factorize(ko["op"].fillna("").to_numpy(dtype=object), sort=False)
+        fused = _kernel_mask(ctx, rows, "tensor_core_kernels", "attention") | _op_mask(
+            op_codes, op_names, "attention_fused_ops", "ops"
+        )
         softmax = (
-            _mask(ko["op"], "attention_softmax", "ops") | _mask(ko["name"], "attention_softmax", "kernels")
+            _op_mask(op_codes, op_names, "attention_softmax", "ops")
+            | _kernel_mask(ctx, rows, "attention_softmax", "kernels")
         ) & ~fused
-        bmm = _mask(ko["op"], "attention_batched_matmul", "ops") & ~fused & ~softmax
+        bmm = _op_mask(op_codes, op_names, "attention_batched_matmul", "ops") & ~fused & ~softmax
         ko["softmax"], ko["batched_matmul"], ko["fused_attention"] = softmax, bmm, fused
         return ko
 

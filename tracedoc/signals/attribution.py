@@ -21,7 +21,7 @@ import tomllib
 
 from tracedoc.signals.base import SignalContext
 from tracedoc.signals.intervals import merge
-from tracedoc.signals.strings import name_mask
+from tracedoc.signals.strings import cached_name_mask, frame_threads
 
 #: How far back (in ops on the same thread) to look for the innermost enclosing op.
 MAX_NESTING_SCAN = 64
@@ -47,8 +47,14 @@ def is_tensor_core_kernel(name: str) -> bool:
     return bool(compiled("tensor_core_kernels").search(name)) and not compiled("tensor_core_exclusions").search(name)
 
 
-def _match(names: pd.Series, table: str) -> np.ndarray:
-    return name_mask(names, compiled(table).search)
+def _match(ctx: SignalContext, frame: str, table: str) -> np.ndarray:
+    # over every row of ctx.trace.<frame>, tested once per distinct name (cached per context)
+    return cached_name_mask(ctx, frame, table, compiled(table).search)
+
+
+def _runtime_ops_frame(op_name: np.ndarray, eligible: np.ndarray, index: pd.Index) -> pd.DataFrame:
+    # ``op`` stays an object column (pandas would convert it to its Arrow-backed str dtype)
+    return pd.DataFrame({"op": pd.Series(op_name, dtype=object, index=index), "eligible": eligible}, index=index)
 
 
 def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
@@ -60,22 +66,31 @@ def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
         rt = t.runtime
         op_name = np.full(len(rt), None, dtype=object)
         eligible = np.zeros(len(rt), dtype=bool)
-        ops = t.ops[t.ops["cat"] == "cpu_op"]
-        if not len(rt) or not len(ops):
-            return pd.DataFrame({"op": op_name, "eligible": eligible}, index=rt.index)
-        ops_elig = _match(ops["name"], "tensor_core_eligible_ops")
-        rt_key = rt["pid"] + "/" + rt["tid"]
-        op_key = ops["pid"] + "/" + ops["tid"]
-        for key, r_idx in rt.groupby(rt_key).indices.items():
-            sel = (op_key == key).to_numpy()
-            if not sel.any():
+        cpu = (t.ops["cat"] == "cpu_op").to_numpy()
+        if not len(rt) or not cpu.any():
+            return _runtime_ops_frame(op_name, eligible, rt.index)
+        # integer (pid, tid) codes per row instead of "pid/tid" strings built and compared per row
+        rt_codes, rt_labels = frame_threads(ctx, "runtime")
+        op_codes, op_labels = frame_threads(ctx, "ops")
+        op_code_of = {lab: i for i, lab in enumerate(op_labels)}
+        o_ts_all, o_end_all = t.ops["ts_us"].to_numpy(), t.ops["end_us"].to_numpy()
+        o_dur_all, o_names_all = t.ops["dur_us"].to_numpy(), t.ops["name"].to_numpy(dtype=object)
+        elig_all = _match(ctx, "ops", "tensor_core_eligible_ops")
+        rt_ts = rt["ts_us"].to_numpy()
+        for rc, key in enumerate(rt_labels):
+            oc = op_code_of.get(key)
+            if oc is None:
                 continue
-            o = ops[sel]
-            order = np.lexsort((-o["dur_us"].to_numpy(), o["ts_us"].to_numpy()))
-            ots = o["ts_us"].to_numpy()[order]
-            oend = o["end_us"].to_numpy()[order]
-            onames = o["name"].to_numpy()[order]
-            rts = rt["ts_us"].to_numpy()[r_idx]
+            sel = np.flatnonzero(cpu & (op_codes == oc))
+            if not sel.size:
+                continue
+            r_idx = np.flatnonzero(rt_codes == rc)
+            o_ts, o_end = o_ts_all[sel], o_end_all[sel]
+            order = np.lexsort((-o_dur_all[sel], o_ts))
+            ots = o_ts[order]
+            oend = o_end[order]
+            onames = o_names_all[sel][order]
+            rts = rt_ts[r_idx]
             j = np.searchsorted(ots, rts, side="right") - 1
             found = np.full(rts.size, -1)
             pending = np.flatnonzero(j >= 0)  # calls still looking for their enclosing op
@@ -88,11 +103,11 @@ def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
                 found[pending[hit]] = cand[hit]
                 pending = pending[~hit]
             op_name[r_idx[found >= 0]] = onames[found[found >= 0]]
-            es, ee = merge(o["ts_us"].to_numpy()[ops_elig[sel]], o["end_us"].to_numpy()[ops_elig[sel]])
+            es, ee = merge(o_ts[elig_all[sel]], o_end[elig_all[sel]])
             if es.size:
                 k = np.searchsorted(es, rts, side="right") - 1
                 eligible[r_idx] = (k >= 0) & (rts <= ee[np.maximum(k, 0)])
-        return pd.DataFrame({"op": op_name, "eligible": eligible}, index=rt.index)
+        return _runtime_ops_frame(op_name, eligible, rt.index)
 
     return ctx.cached("runtime_ops", build)
 
@@ -113,11 +128,12 @@ def kernel_ops(ctx: SignalContext) -> pd.DataFrame:
         out = k[["name", "device", "ts_us", "dur_us", "end_us", "correlation"]].reset_index(drop=True)
         out["op"] = np.where(linked, ro["op"].to_numpy()[safe], None) if len(ro) else None
         out["op_eligible"] = (linked & ro["eligible"].to_numpy()[safe]) if len(ro) else False
-        out["tensor_core"] = name_mask(out["name"], is_tensor_core_kernel)
+        # out's rows are trace.kernels' rows, in order: the masks over trace.kernels apply
+        out["tensor_core"] = cached_name_mask(ctx, "kernels", "tensor_core", is_tensor_core_kernel)
         out["eligible"] = (
             out["op_eligible"].to_numpy()
             | out["tensor_core"].to_numpy()
-            | _match(out["name"], "tensor_core_eligible_kernels")
+            | _match(ctx, "kernels", "tensor_core_eligible_kernels")
         )
         return out
 

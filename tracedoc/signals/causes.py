@@ -14,7 +14,7 @@ import pandas as pd
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.ledger import BLOCKING_OPS, _runtime_classes, primary_ledger
 from tracedoc.signals.steps import complete_mask, has_steps, in_complete_steps, step_windows
-from tracedoc.signals.strings import cached_name_mask, frame_threads, name_mask
+from tracedoc.signals.strings import cached_name_mask, frame_threads
 
 #: Names that show the model was compiled with torch.compile (TorchDynamo + Inductor annotate
 #: compiled regions and the graphs they call; AOTAutograd's autograd.Function is CompiledFunction).
@@ -180,11 +180,9 @@ def torch_compiled(ctx: SignalContext) -> bool:
     """Whether the model runs compiled (torch.compile): the trace has Dynamo/AOTAutograd regions
     (``Torch-Compiled Region``, ``CompiledFunction``, ``CompiledFxGraph``) or Inductor's Triton
     kernels (``triton_poi_``/``triton_per_``/``triton_red_``/``triton_tem_``)."""
-    ops = ctx.trace.ops
-    if name_mask(ops["name"], lambda n: any(m in n for m in COMPILED_MARKERS)).any():
+    if cached_name_mask(ctx, "ops", "compiled_region", lambda n: any(m in n for m in COMPILED_MARKERS)).any():
         return True
-    k = ctx.trace.kernels
-    return bool(name_mask(k["name"], lambda n: n.startswith(TRITON_KERNEL_PREFIXES)).any())
+    return bool(cached_name_mask(ctx, "kernels", "triton", lambda n: n.startswith(TRITON_KERNEL_PREFIXES)).any())
 
 
 @signal("ratio", scope="steps")

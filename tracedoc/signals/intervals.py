@@ -45,9 +45,14 @@ def covered_mask(starts: np.ndarray, ends: np.ndarray, grid: np.ndarray) -> np.n
     # j >= searchsorted(grid, s, "left"); so count each s at that index and take the
     # running sum. Same integers as searching every grid point among the sorted starts,
     # but with len(starts) binary searches instead of len(grid) (NaN lands at m: never counted).
-    n_started = np.cumsum(np.bincount(np.searchsorted(grid, starts, side="left"), minlength=m + 1))[: m - 1]
-    n_ended = np.cumsum(np.bincount(np.searchsorted(grid, ends, side="left"), minlength=m + 1))[: m - 1]
-    return (n_started - n_ended) > 0
+    return _covered(np.searchsorted(grid, starts, side="left"), np.searchsorted(grid, ends, side="left"), m)
+
+
+def _covered(start_pos: np.ndarray, end_pos: np.ndarray, m: int) -> np.ndarray:
+    # open intervals at segment j = #{start_pos <= j} - #{end_pos <= j}: one running sum of the
+    # difference of the two counts (integers, so the same as two running sums subtracted)
+    delta = np.bincount(start_pos, minlength=m + 1) - np.bincount(end_pos, minlength=m + 1)
+    return np.cumsum(delta[: m - 1]) > 0
 
 
 def overlap_per_window(starts: np.ndarray, ends: np.ndarray, win_start: np.ndarray, win_end: np.ndarray) -> np.ndarray:
@@ -104,17 +109,22 @@ def paint(
     bounds = [np.array([lo, hi], dtype=np.float64)]
     for arr in extra_bounds or []:
         bounds.append(np.clip(np.asarray(arr, dtype=np.float64), lo, hi))
-    clipped = []
+    first_layer = len(bounds)
     for a, b in layers:
-        a = np.clip(np.asarray(a, dtype=np.float64), lo, hi)
-        b = np.clip(np.asarray(b, dtype=np.float64), lo, hi)
-        clipped.append((a, b))
-        bounds += [a, b]
-    grid = np.unique(np.concatenate(bounds))
-    assigned = np.full(max(grid.size - 1, 0), len(layers), dtype=np.int64)
-    for k in range(len(clipped) - 1, -1, -1):  # lowest priority first, higher ones overwrite
-        a, b = clipped[k]
-        assigned[covered_mask(a, b, grid)] = k
+        bounds.append(np.clip(np.asarray(a, dtype=np.float64), lo, hi))
+        bounds.append(np.clip(np.asarray(b, dtype=np.float64), lo, hi))
+    # the inverse of the unique is each bound's grid index: the same integers as searching every
+    # bound in the grid (covered_mask), without a binary search per bound
+    grid, pos = np.unique(np.concatenate(bounds), return_inverse=True)
+    offsets = np.cumsum([0] + [b.size for b in bounds])
+    m = grid.size
+    assigned = np.full(max(m - 1, 0), len(layers), dtype=np.int64)
+    for k in range(len(layers) - 1, -1, -1):  # lowest priority first, higher ones overwrite
+        i = first_layer + 2 * k
+        if offsets[i + 1] == offsets[i]:
+            continue  # an empty layer covers nothing
+        starts, ends = pos[offsets[i] : offsets[i + 1]], pos[offsets[i + 1] : offsets[i + 2]]
+        assigned[_covered(starts, ends, m)] = k
     return grid, assigned
 
 
@@ -127,8 +137,13 @@ def per_window(
     sorted and disjoint, and their edges must be grid points.
     """
     seg_len = np.diff(grid)
-    step_idx = np.searchsorted(win_start, grid[:-1], side="right") - 1
+    # step_idx[j] = #{windows starting at or before grid[j]} - 1 (the last such window): count each
+    # window start at its grid index and take the running sum, instead of a binary search per segment
+    first_seg = np.searchsorted(grid[:-1], win_start, side="left")
+    step_idx = np.cumsum(np.bincount(first_seg, minlength=grid.size)[: grid.size - 1]) - 1
     inside = (step_idx >= 0) & (grid[:-1] < win_end[np.maximum(step_idx, 0)])
-    out = np.zeros((len(win_start), n_labels))
-    np.add.at(out, (step_idx[inside], labels[inside]), seg_len[inside])
-    return out
+    # one weighted count over the flat (window, label) index: it adds the segments in the same
+    # order as np.add.at, so the sums are the same floats, without add.at's per-element overhead
+    flat = step_idx[inside] * n_labels + labels[inside]
+    out = np.bincount(flat, weights=seg_len[inside], minlength=len(win_start) * n_labels)
+    return out.reshape(len(win_start), n_labels)

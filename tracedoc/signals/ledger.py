@@ -80,7 +80,7 @@ from tracedoc.signals.steps import (
     profiler_step_mask,
     step_windows,
 )
-from tracedoc.signals.strings import cached_name_mask, frame_threads, name_mask, on_threads
+from tracedoc.signals.strings import cached_name_mask, frame_threads, on_threads
 
 #: Host-wait causes, in the order the ledger reports them.
 HOST_WAIT_CAUSES = (
@@ -133,8 +133,9 @@ def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
 
     def build() -> pd.DataFrame:
         rt = ctx.trace.runtime
-        names = rt["name"]
-        blocking = name_mask(names, lambda n: bool(_BLOCKING_SYNC.match(n) or _SYNC_MEMCPY.match(n)))
+        blocking = cached_name_mask(
+            ctx, "runtime", "blocking", lambda n: bool(_BLOCKING_SYNC.match(n) or _SYNC_MEMCPY.match(n))
+        ).copy()  # a copy: the blocking async copies are added below
         pageable_h2d = np.zeros(len(rt), dtype=bool)
         # an async copy blocks the CPU when one side is pageable host memory, or when it is D2H
         # into memory that is not pinned (Kineto names the memory kinds of each copy)
@@ -154,10 +155,10 @@ def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
             pg = pg[~pg.index.isna()].groupby(level=0).any()
             pflag = pg.reindex(copies["correlation"].to_numpy()).fillna(False).to_numpy(dtype=bool)
             pageable_h2d[copies["rt_pos"].to_numpy()[pflag]] = True
-        allocator = name_mask(names, lambda n: bool(_ALLOCATOR.match(n)))
+        allocator = cached_name_mask(ctx, "runtime", "allocator", lambda n: bool(_ALLOCATOR.match(n)))
         launch = (rt["kind"] == "launch").to_numpy()
         issues_gpu = rt["kind"].isin(("launch", "memcpy", "memset")).to_numpy()
-        startup = name_mask(names, lambda n: bool(_STARTUP_RUNTIME.match(n)))
+        startup = cached_name_mask(ctx, "runtime", "startup", lambda n: bool(_STARTUP_RUNTIME.match(n))).copy()
         dur = rt["dur_us"].to_numpy()
         if launch.any():
             med = float(np.median(dur[launch]))
@@ -219,9 +220,9 @@ def _launching_ops(ctx: SignalContext) -> np.ndarray:
 
 
 def _spans(df: pd.DataFrame, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    if mask is not None:
-        df = df[mask]
-    return df["ts_us"].to_numpy(dtype=float), df["end_us"].to_numpy(dtype=float)
+    # the two columns only: filtering the whole frame would copy its string columns too
+    s, e = df["ts_us"].to_numpy(dtype=float), df["end_us"].to_numpy(dtype=float)
+    return (s, e) if mask is None else (s[mask], e[mask])
 
 
 def _refill_spans(block_end: np.ndarray, launch_ts: np.ndarray, hi: float) -> tuple[np.ndarray, np.ndarray]:
@@ -279,10 +280,6 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
         ]
         bs = np.concatenate([b[0] for b in block])
         be = np.concatenate([b[1] for b in block])
-        dl = ops[ops_on & dataloader_mask(ctx)]
-        zg = ops[ops_on & zero_grad_mask(ctx)]
-        opt = ops[ops_on & optimizer_step_mask(ctx)]
-        cops = ops[ops_on & comm_op_rows(ctx)]
         startup_ops = ops_on & cached_name_mask(ctx, "ops", "startup", lambda n: bool(STARTUP_OPS.search(n)))
         launching = ops_on & _launching_ops(ctx)
         other_cpu = ops_on & ~profiler_step_mask(ctx)
@@ -295,12 +292,12 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
             (bs, be),  # 1 blocking call in progress -> host-wait even with work queued
             (queued_s, queued_e),  # 2 work queued -> kernel_wait / other_idle
             _spans(rt, rt_on & cls["allocator"].to_numpy()),  # 3
-            _spans(cops),  # 4 communication
+            _spans(ops, ops_on & comm_op_rows(ctx)),  # 4 communication
             _spans(rt, rt_on & cls["startup"].to_numpy()),  # 5 startup runtime calls
             _spans(ops, startup_ops),  # 6 compilation spans
-            _spans(dl),  # 7
-            _spans(zg),  # 8
-            _spans(opt),  # 8b
+            _spans(ops, ops_on & dataloader_mask(ctx)),  # 7
+            _spans(ops, ops_on & zero_grad_mask(ctx)),  # 8
+            _spans(ops, ops_on & optimizer_step_mask(ctx)),  # 8b
             (rs, re_),  # 9 refill after a blocking call
             _spans(rt, rt_on & cls["issues_gpu"].to_numpy()),  # 10 launch calls (kernels, copies, memsets)
             _spans(ops, launching),  # 11 ops that launch GPU work

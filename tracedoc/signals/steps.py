@@ -27,7 +27,7 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import paint, per_window
-from tracedoc.signals.strings import cached_name_mask, frame_threads, startswith_mask
+from tracedoc.signals.strings import cached_name_mask, frame_names, frame_threads
 
 BREAKDOWN_CATEGORIES = ("kernel", "communication", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
@@ -55,8 +55,10 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
                 parts.append(
                     pd.DataFrame(
                         {
-                            "kind": kind,
-                            "name": df["name"].to_numpy(),
+                            # object columns, as in the trace's frames: pandas would otherwise infer its
+                            # Arrow-backed str dtype, and every filter and to_numpy() below would convert
+                            "kind": pd.Series(np.full(len(df), kind, dtype=object), dtype=object),
+                            "name": pd.Series(df["name"].to_numpy(dtype=object), dtype=object),
                             "device": df["device"].to_numpy(),
                             "stream": df["stream"].to_numpy(),
                             "ts_us": df["ts_us"].to_numpy(),
@@ -85,13 +87,18 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
         )
         linked = pos >= 0
         safe = np.where(linked, pos, 0)
-        g["comm"] = comm_kernel_mask(g["name"]) & (g["kind"] == "kernel").to_numpy() if len(g) else np.zeros(0, bool)
+        # the communication test runs once per distinct kernel name (the kernels come first in g)
+        kcodes, knames = frame_names(ctx, "kernels")
+        comm = np.zeros(len(g), dtype=bool)
+        if len(kcodes):
+            comm[: len(kcodes)] = comm_kernel_mask(pd.Series(knames, dtype=object))[kcodes]
+        g["comm"] = comm
         g["rt_pos"] = pos
         if len(rt):
             g["launch_ts_us"] = np.where(linked, rt["ts_us"].to_numpy(dtype=float)[safe], np.nan)
             g["launch_end_us"] = np.where(linked, rt["end_us"].to_numpy(dtype=float)[safe], np.nan)
             codes, labels = frame_threads(ctx, "runtime")
-            g["launch_thread"] = np.where(linked, labels[codes[safe]], None)
+            g["launch_thread"] = pd.Series(np.where(linked, labels[codes[safe]], None), dtype=object, index=g.index)
         else:
             g["launch_ts_us"] = np.nan
             g["launch_end_us"] = np.nan
@@ -116,7 +123,7 @@ def step_spans(ctx: SignalContext) -> pd.DataFrame:
         ops = ctx.trace.ops
         if not len(steps):
             return pd.DataFrame({"step": [], "ts_us": [], "end_us": []})
-        marks = ops[startswith_mask(ops["name"], "ProfilerStep#")]
+        marks = ops[profiler_step_mask(ctx)]
         if len(marks):
             key = (marks["pid"] + "/" + marks["tid"]).to_numpy(dtype=object)
             counts = pd.Series(key).value_counts()
@@ -239,14 +246,19 @@ def primary_gpu_events(ctx: SignalContext) -> pd.DataFrame:
     return ctx.cached("primary_gpu_events", build)
 
 
+def cpu_exec_mask(ctx: SignalContext) -> np.ndarray:
+    """Mask over ``trace.ops``: the rows of :func:`cpu_exec_ops` (cached)."""
+    ops = ctx.trace.ops
+    return ctx.cached(
+        "cpu_exec_mask",
+        lambda: ops["cat"].isin(("cpu_op", "user_annotation")).to_numpy() & ~profiler_step_mask(ctx),
+    )
+
+
 def cpu_exec_ops(ctx: SignalContext) -> pd.DataFrame:
     """CPU ops and annotations that count as CPU execution: ``cpu_op`` and ``user_annotation``
     events other than ``ProfilerStep#`` (``python_function`` stack events cover the whole step)."""
-    ops = ctx.trace.ops
-    return ctx.cached(
-        "cpu_exec_ops",
-        lambda: ops[(ops["cat"].isin(("cpu_op", "user_annotation"))).to_numpy() & ~profiler_step_mask(ctx)],
-    )
+    return ctx.cached("cpu_exec_ops", lambda: ctx.trace.ops[cpu_exec_mask(ctx)])
 
 
 def comm_ops(ctx: SignalContext) -> pd.DataFrame:
@@ -269,7 +281,9 @@ def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
         g = primary_gpu_events(ctx)
         kind, comm = g["kind"].to_numpy(), g["comm"].to_numpy(dtype=bool)
         gs, ge = g["ts_us"].to_numpy(dtype=float), g["end_us"].to_numpy(dtype=float)
-        cpu, dl, cops = cpu_exec_ops(ctx), dataloader_spans(ctx), comm_ops(ctx)
+        dl, cops = dataloader_spans(ctx), comm_ops(ctx)
+        cpu = cpu_exec_mask(ctx)  # the two columns only, not a filtered copy of the ops frame
+        o_ts, o_end = t.ops["ts_us"].to_numpy(), t.ops["end_us"].to_numpy()
         cat = {c: i for i, c in enumerate(BREAKDOWN_CATEGORIES)}
         layers = [  # (starts, ends, category) in priority order
             (gs[(kind == "kernel") & ~comm], ge[(kind == "kernel") & ~comm], cat["kernel"]),
@@ -279,7 +293,7 @@ def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
             (t.runtime["ts_us"].to_numpy(), t.runtime["end_us"].to_numpy(), cat["runtime"]),
             (cops["ts_us"].to_numpy(), cops["end_us"].to_numpy(), cat["communication"]),
             (dl["ts_us"].to_numpy(), dl["end_us"].to_numpy(), cat["dataloader"]),
-            (cpu["ts_us"].to_numpy(), cpu["end_us"].to_numpy(), cat["cpu_exec"]),
+            (o_ts[cpu], o_end[cpu], cat["cpu_exec"]),
         ]
         grid, assigned = paint([(a, b) for a, b, _ in layers], ws.min(), we.max(), [ws, we])
         to_cat = np.array([c for _, _, c in layers] + [cat["other"]])
@@ -445,10 +459,13 @@ def step_breakdown(ctx: SignalContext) -> list[dict]:
     """Per step: step number, window ms, and ms in each breakdown category."""
     b = breakdown_us(ctx)
     w = step_windows(ctx)
+    # columns as arrays once: a DataFrame column lookup per cell cost ~0.2 ms each
+    steps, dur = b["step"].to_numpy(), w["dur_us"].to_numpy()
+    cols = {c: b[c].to_numpy() for c in BREAKDOWN_CATEGORIES}
     rows = []
     for i in range(len(b)):
-        row = {"step": int(b["step"].iat[i]), "step_time_ms": round(float(w["dur_us"].iat[i]) / 1000, 4)}
+        row = {"step": int(steps[i]), "step_time_ms": round(float(dur[i]) / 1000, 4)}
         for c in BREAKDOWN_CATEGORIES:
-            row[f"{c}_ms"] = round(float(b[c].iat[i]) / 1000, 4)
+            row[f"{c}_ms"] = round(float(cols[c][i]) / 1000, 4)
         rows.append(row)
     return rows

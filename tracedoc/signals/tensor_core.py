@@ -47,7 +47,8 @@ def _primary_kernel_mask(ctx: SignalContext) -> np.ndarray:
 
 
 def _window_kernels(ctx: SignalContext) -> pd.DataFrame:
-    ko = kernel_ops(ctx)[_primary_kernel_mask(ctx)]
+    # filtered once per context: six signals read it
+    ko = ctx.cached("window_kernels", lambda: kernel_ops(ctx)[_primary_kernel_mask(ctx)])
     if not len(ko) or ko["dur_us"].sum() <= 0:
         raise SignalUnavailable("no kernel time inside the step windows")
     return ko
