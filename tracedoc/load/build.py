@@ -39,6 +39,9 @@ DROP_NEGATIVE_DURATION = "negative duration"
 DROP_NON_FINITE_TIME = "time not finite (ts + dur overflows)"
 DROP_NEGATIVE_BYTES = "negative bytes"
 DROP_NEGATIVE_MEMORY_TOTAL = "negative Total Allocated / Total Reserved"
+#: A ``ph: "B"`` with no matching ``"E"`` (a trace cut while the span was open) or an ``"E"``
+#: with no open ``"B"`` on its thread (:func:`tracedoc.load.reference.pair_begin_end`).
+DROP_UNPAIRED_BEGIN_END = "a B/E duration event without its other half"
 #: Not an event: a device whose ``totalGlobalMem`` is zero, negative or beyond int64; its
 #: memory size is treated as unknown (memory-share signals become unavailable).
 DROP_DEVICE_MEMORY = "device memory size <= 0 or out of range (ignored)"
@@ -199,6 +202,8 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
         raise TraceLoadError(path, f"trace has {what}")
     frames = {kind: frame_from_columns(kind, c[kind]) for kind in FRAME_COLUMNS}
     dropped: dict[str, int] = {}
+    if getattr(sink, "unpaired_begin_end", 0):
+        dropped[DROP_UNPAIRED_BEGIN_END] = sink.unpaired_begin_end
     drop_impossible(frames, dropped)
     origin, max_end = sink.min_ts, sink.max_end
     if dropped:  # the extent of the events kept
