@@ -442,6 +442,17 @@ def test_more_processes_and_a_second_gpu_leave_the_primary_gpu_alone(name, tmp_p
     assert_same_findings(got, want)
 
 
+@pytest.mark.parametrize("name", LIGHT)
+def test_hip_runtime_names_classify_like_cuda_ones(name, tmp_path):
+    """``hipLaunchKernel``/``hipMemcpyAsync``/... for the CUDA names: the same launches, copies
+    and blocking calls, so the same findings (the device's vendor, and so the Tensor Core
+    rule, is read from the device name where it has one)."""
+    p = write(hip_runtime_names(original(name)), tmp_path, "hip")
+    got = analysis(p)
+    check_invariants(got)
+    assert_same_findings(got, baseline(name))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_no_profiler_steps_is_one_window_and_says_so(name, tmp_path):
     """No ``ProfilerStep#N``: the whole trace is one window (README), rules that need steps
