@@ -250,11 +250,11 @@ def stopped_mid_step(doc: dict) -> dict:
     return doc
 
 
-def gpu_clock_offset(doc: dict) -> dict:
-    """The GPU timeline 3 ms behind the CPU one (CUPTI and host clocks not aligned)."""
+def gpu_clock_offset(doc: dict, ms: float = 3.0) -> dict:
+    """The GPU timeline ``ms`` later than the CPU one (CUPTI and host clocks not aligned)."""
     for e in doc["traceEvents"]:
         if e.get("cat") in GPU_CATS | {"gpu_user_annotation"} and _is_num(e.get("ts")):
-            e["ts"] = e["ts"] + 3000.0
+            e["ts"] = e["ts"] + ms * 1000.0
     return doc
 
 
@@ -496,13 +496,25 @@ def test_profiler_stopped_mid_step(name, tmp_path):
     assert got["signals"]["step_count"] <= max(want["signals"]["step_count"], 1)
 
 
+CLOCK_NOTE = "CPU and GPU clocks disagree"
+
+
+@pytest.mark.parametrize("ms", [3.0, -3.0])
 @pytest.mark.parametrize("name", LIGHT)
-def test_gpu_clock_offset(name, tmp_path):
-    """GPU timestamps 3 ms late against the CPU's: the findings may move (the trace now says
-    something else), the ledger and the savings still add up."""
-    p = write(gpu_clock_offset(original(name)), tmp_path, "offset")
-    got = analysis(p)
+def test_gpu_clock_offset(name, ms, tmp_path):
+    """GPU timestamps 3 ms late or early against the CPU's: the findings may move (the trace now
+    says something else), the ledger and the savings still add up. Early is impossible (work
+    before its launch) and is said in a note wherever a GPU event is linked to its launch; late
+    looks like queueing and cannot be told. No original trace gets the note."""
+    want = baseline(name)
+    assert not any(CLOCK_NOTE in n for n in want["notes"])
+    p = write(gpu_clock_offset(original(name), ms), tmp_path, "offset")
+    t = tracedoc.load(p)
+    got = analyze_trace(t).to_dict()
     check_invariants(got)
+    noted = any(CLOCK_NOTE in n for n in got["notes"])
+    linked = len(t.kernels) + len(t.memcpys) + len(t.memsets) > 0 and t.runtime["correlation"].notna().any()
+    assert noted == (ms < 0 and bool(linked)), got["notes"]
 
 
 @pytest.mark.parametrize("name", LIGHT)
