@@ -18,7 +18,8 @@ Why it is fast (measured in ``benchmarks/RESULTS.md``):
 Semantics are those of :mod:`tracedoc.load.reference`, which stays the definition:
 anything the typed decode cannot take as it is -- invalid JSON, a top level that is
 not an object, a field of an unexpected type anywhere (even on an event the analysis
-would skip), a kept event missing ``ts``/``name`` -- makes this loader hand the same
+would skip), a kept event missing ``ts``/``name``, ``ph: "B"``/``"E"`` duration events
+(paired by the reference loader) -- makes this loader hand the same
 bytes to the reference loader, so error messages (and the rare odd-but-valid trace)
 come out exactly as the reference gives them. ``tests/test_fast_loader.py`` checks
 that both loaders give identical frames on every real trace and on edge cases.
