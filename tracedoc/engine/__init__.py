@@ -68,6 +68,19 @@ def report_notes(ctx: SignalContext) -> list[str]:
             f"One-off start-up work is {share:.0%} of the profiled window: the other figures are not "
             "representative of steady state. Profile later steps with torch.profiler.schedule(wait=1, warmup=1, active=3)."
         )
+    from tracedoc.signals.links import CLOCK_SKEW_MIN_SHARE, launch_before_start
+
+    try:
+        skew = launch_before_start(ctx)
+    except Exception:  # a caveat only: an odd trace must not lose its report over it
+        skew = None
+    if skew is not None and skew[0] > CLOCK_SKEW_MIN_SHARE * skew[1]:
+        early, linked, median_us = skew
+        notes.append(
+            f"{early} of {linked} GPU events start before the runtime call that launched them "
+            f"(median {median_us / 1000:.3g} ms early): the trace's CPU and GPU clocks disagree, so the "
+            "idle ledger and the step windows, which join the two timelines, are uncertain."
+        )
     return notes
 
 

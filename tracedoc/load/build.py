@@ -12,6 +12,23 @@ from tracedoc.load.reference import ColumnSink
 from tracedoc.trace import FRAME_COLUMNS, Device, Trace, frame_from_columns
 
 _AMD_MARKERS = ("AMD", "Radeon", "Instinct")
+#: Names CUDA gives NVIDIA devices (``cudaDeviceProp.name``): "NVIDIA H100 80GB HBM3", "Tesla V100-SXM2-32GB",
+#: "GeForce RTX 2080 Ti", "Quadro RTX 8000", "TITAN V" (pre-2020 drivers leave out "NVIDIA").
+_NVIDIA_MARKERS = ("NVIDIA", "Tesla", "GeForce", "Quadro", "TITAN")
+
+
+def device_vendor(name: str, hip_runtime: bool) -> str:
+    """The vendor of a described device: its name when the name says (AMD's or NVIDIA's marketing
+    names), else ``"AMD"`` when the trace's runtime calls are ``hip*`` (ROCm), else ``"NVIDIA"``.
+    The name comes first: HIP runtime names alone do not make a "Tesla V100" an AMD GPU (HIP also
+    runs on NVIDIA GPUs)."""
+    if any(m in name for m in _AMD_MARKERS):
+        return "AMD"
+    if any(m in name for m in _NVIDIA_MARKERS):
+        return "NVIDIA"
+    return "AMD" if hip_runtime else "NVIDIA"
+
+
 #: ``c10::DeviceType::MTIA`` (c10/core/DeviceType.h), as ``[memory]`` events write it.
 _MTIA_DEVICE_TYPE = 19
 
@@ -45,6 +62,9 @@ DROP_NEGATIVE_DURATION = "negative duration"
 DROP_NON_FINITE_TIME = "time not finite (ts + dur overflows)"
 DROP_NEGATIVE_BYTES = "negative bytes"
 DROP_NEGATIVE_MEMORY_TOTAL = "negative Total Allocated / Total Reserved"
+#: A ``ph: "B"`` with no matching ``"E"`` (a trace cut while the span was open) or an ``"E"``
+#: with no open ``"B"`` on its thread (:func:`tracedoc.load.reference.pair_begin_end`).
+DROP_UNPAIRED_BEGIN_END = "a B/E duration event without its other half"
 #: Not an event: a device whose ``totalGlobalMem`` is zero, negative or beyond int64; its
 #: memory size is treated as unknown (memory-share signals become unavailable).
 DROP_DEVICE_MEMORY = "device memory size <= 0 or out of range (ignored)"
@@ -87,7 +107,7 @@ def parse_devices(doc: dict[str, Any], hip_runtime: bool, dropped: dict[str, int
                     dropped[DROP_DEVICE_MEMORY] = dropped.get(DROP_DEVICE_MEMORY, 0) + 1
                 mem = None
         sms = _small_int(p.get("numSms", p.get("multiProcessorCount")))
-        vendor = "AMD" if hip_runtime or any(m in name for m in _AMD_MARKERS) else "NVIDIA"
+        vendor = device_vendor(name, hip_runtime)
         devices.append(
             Device(
                 id=p["id"],
@@ -205,6 +225,8 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
         raise TraceLoadError(path, f"trace has {what}")
     frames = {kind: frame_from_columns(kind, c[kind]) for kind in FRAME_COLUMNS}
     dropped: dict[str, int] = {}
+    if getattr(sink, "unpaired_begin_end", 0):
+        dropped[DROP_UNPAIRED_BEGIN_END] = sink.unpaired_begin_end
     drop_impossible(frames, dropped)
     origin, max_end = sink.min_ts, sink.max_end
     if dropped:  # the extent of the events kept

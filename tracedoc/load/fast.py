@@ -18,7 +18,8 @@ Why it is fast (measured in ``benchmarks/RESULTS.md``):
 Semantics are those of :mod:`tracedoc.load.reference`, which stays the definition:
 anything the typed decode cannot take as it is -- invalid JSON, a top level that is
 not an object, a field of an unexpected type anywhere (even on an event the analysis
-would skip), a kept event missing ``ts``/``name`` -- makes this loader hand the same
+would skip), a kept event missing ``ts``/``name``, ``ph: "B"``/``"E"`` duration events
+(paired by the reference loader) -- makes this loader hand the same
 bytes to the reference loader, so error messages (and the rare odd-but-valid trace)
 come out exactly as the reference gives them. ``tests/test_fast_loader.py`` checks
 that both loaders give identical frames on every real trace and on edge cases.
@@ -118,6 +119,7 @@ class ArrayColumns:
         self.max_end = float("-inf")
         self.hip_runtime = False
         self.n_events = 0
+        self.unpaired_begin_end = 0  # always 0: traces with B/E events go to the reference loader
 
 
 #: Bytes mapped for the scan of number tokens that may not fit a double: digits to ``0``,
@@ -356,7 +358,8 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
     Python code runs once per distinct category, name, pid or tid.
 
     Raises:
-        Fallback: a kept event lacks ``ts`` or ``name`` (the reference loader words the error).
+        Fallback: a kept event lacks ``ts`` or ``name`` (the reference loader words the error),
+            or the trace has ``ph: "B"``/``"E"`` duration events (the reference loader pairs them).
     """
     out = ArrayColumns()
     out.n_events = n = len(events)
@@ -366,6 +369,8 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
     canon_of_cat = _Memo(lambda c: normalize_category(c)[0])
     # one code per event: the frame kind (0-5) of a complete event, 6 for [memory], -1 skipped
     ph = _obj(_get("ph", events))
+    if ((ph == "B") | (ph == "E")).any():  # duration events to pair: the reference loader does it
+        raise Fallback
     codes = np.fromiter(map(kind_of_cat.__getitem__, _get("cat", events)), dtype=np.int8, count=n)
     codes[ph != "X"] = -1
     inst = np.flatnonzero((ph == "i") | (ph == "I"))

@@ -107,6 +107,8 @@ class ColumnSink:
         self.max_end = float("-inf")
         self.hip_runtime = False
         self.n_events = 0
+        #: ``ph: "B"``/``"E"`` events left without their other half (a trace cut mid-span), dropped
+        self.unpaired_begin_end = 0
 
     def add(self, kind: str, cat: str, name: str, pid: Any, tid: Any, ts: float, dur: float, args: dict) -> None:
         """Add one complete ('X') event already sorted into ``kind``."""
@@ -227,8 +229,10 @@ def _stream_from_tid(tid: Any) -> int:
 def collect_events(events: list, path: str, sink: ColumnSink | None = None) -> ColumnSink:
     """Sort every event of ``traceEvents`` into the sink's columns.
 
-    Only complete events (``ph == "X"``) with a known category and ``[memory]``
-    instant events are kept; flows, metadata and counters are skipped.
+    Complete events (``ph == "X"``) with a known category, duration events written as
+    ``ph: "B"``/``"E"`` pairs (paired by :func:`pair_begin_end`, added after the ``X``
+    events) and ``[memory]`` instant events are kept; flows, metadata, counters and
+    other instants are skipped.
 
     Raises:
         TraceLoadError: an event that is not an object, or a kept event whose
@@ -236,38 +240,108 @@ def collect_events(events: list, path: str, sink: ColumnSink | None = None) -> C
             whose ``args`` is not an object.
     """
     sink = sink or ColumnSink()
+    begin_end: list[tuple[int, dict]] = []
     for i, ev in enumerate(events):
         if not isinstance(ev, dict):
             raise TraceLoadError(path, f"event #{i} is a {_json_type(ev)}, expected an object")
         sink.n_events += 1
         ph = ev.get("ph")
-        if ph == "X":
-            cat = ev.get("cat")
-            if cat is not None and not isinstance(cat, str):
-                raise _bad(path, i, ev, "cat", "a string")
-            canon, kind = normalize_category(cat)
-            if kind in (KIND_IGNORED, KIND_GPU_ANNOTATION):
-                continue
-        elif (ph == "i" or ph == "I") and ev.get("name") == "[memory]":
-            kind = "memory"
+        if ph == "B" or ph == "E":
+            ts = ev.get("ts")
+            if not isinstance(ts, _NUM) or isinstance(ts, bool):
+                raise _bad(path, i, ev, "ts", "a number")
+            begin_end.append((i, ev))
         else:
-            continue
-        ts = ev.get("ts")
-        if not isinstance(ts, _NUM) or isinstance(ts, bool):
-            raise _bad(path, i, ev, "ts", "a number")
-        args = ev.get("args")
-        if args is None:
-            args = {}
-        elif not isinstance(args, dict):
-            raise _bad(path, i, ev, "args", "an object")
-        if kind == "memory":
-            sink.add_memory(float(ts), args)
-            continue
-        name = ev.get("name")
-        if not isinstance(name, str):
-            raise _bad(path, i, ev, "name", "a string")
-        dur = ev.get("dur", 0)
-        if not isinstance(dur, _NUM) or isinstance(dur, bool):
-            raise _bad(path, i, ev, "dur", "a number")
-        sink.add(kind, canon, name, ev.get("pid"), ev.get("tid"), float(ts), float(dur), args)
+            _collect_one(sink, path, i, ev, ph)
+    if begin_end:
+        pairs, sink.unpaired_begin_end = pair_begin_end(begin_end)
+        for i, ev in pairs:
+            _collect_one(sink, path, i, ev, "X")
     return sink
+
+
+def _collect_one(sink: ColumnSink, path: str, i: int, ev: dict, ph: Any) -> None:
+    """Add event #``i`` to the sink when it is kept (see :func:`collect_events`)."""
+    if ph == "X":
+        cat = ev.get("cat")
+        if cat is not None and not isinstance(cat, str):
+            raise _bad(path, i, ev, "cat", "a string")
+        canon, kind = normalize_category(cat)
+        if kind in (KIND_IGNORED, KIND_GPU_ANNOTATION):
+            return
+    elif (ph == "i" or ph == "I") and ev.get("name") == "[memory]":
+        kind = "memory"
+    else:
+        return
+    ts = ev.get("ts")
+    if not isinstance(ts, _NUM) or isinstance(ts, bool):
+        raise _bad(path, i, ev, "ts", "a number")
+    args = ev.get("args")
+    if args is None:
+        args = {}
+    elif not isinstance(args, dict):
+        raise _bad(path, i, ev, "args", "an object")
+    if kind == "memory":
+        sink.add_memory(float(ts), args)
+        return
+    name = ev.get("name")
+    if not isinstance(name, str):
+        raise _bad(path, i, ev, "name", "a string")
+    dur = ev.get("dur", 0)
+    if not isinstance(dur, _NUM) or isinstance(dur, bool):
+        raise _bad(path, i, ev, "dur", "a number")
+    sink.add(kind, canon, name, ev.get("pid"), ev.get("tid"), float(ts), float(dur), args)
+
+
+def pair_begin_end(items: list[tuple[int, dict]]) -> tuple[list[tuple[int, dict]], int]:
+    """Pair Chrome-trace duration events (``ph: "B"`` begins, ``ph: "E"`` ends) into complete
+    ``ph: "X"`` events, as the Trace Event Format defines them: on each ``(pid, tid)``, in time
+    order (file order breaks ties), an ``E`` closes the most recent open ``B``; the ``X`` event
+    takes the ``B`` event's fields, ``dur = E.ts - B.ts`` (µs), and ``args`` of both (the
+    ``E``'s win). An ``E`` that carries a ``name`` closes the most recent open ``B`` of that
+    name (spans on one thread that overlap without nesting stay apart); one whose name matches
+    no open ``B`` closes the most recent one, as an unnamed ``E`` does.
+
+    Args:
+        items: ``(index in traceEvents, event)`` of every ``B``/``E`` event, ``ts`` already
+            checked to be a number.
+
+    Returns:
+        ``((B's index, complete event) ordered by that index, count of unpaired B and E events)``;
+        an unpaired event (an ``E`` with nothing open, a ``B`` still open when the trace
+        ends) is dropped, as the trace gives it no duration.
+
+    Source: Trace Event Format, "Duration Events" (Google, chromium catapult docs).
+    """
+    by_thread: dict[tuple[str, str], list[tuple[float, int, dict]]] = {}
+    for i, ev in items:
+        key = (str(ev.get("pid")), str(ev.get("tid")))
+        by_thread.setdefault(key, []).append((float(ev["ts"]), i, ev))
+    out: list[tuple[int, dict]] = []
+    unpaired = 0
+    for evs in by_thread.values():
+        evs.sort(key=lambda x: (x[0], x[1]))
+        stack: list[tuple[int, dict]] = []
+        for ts, i, ev in evs:
+            if ev.get("ph") == "B":
+                stack.append((i, ev))
+                continue
+            if not stack:
+                unpaired += 1
+                continue
+            at = len(stack) - 1
+            name = ev.get("name")
+            if isinstance(name, str) and stack[at][1].get("name") != name:
+                at = next((k for k in range(at, -1, -1) if stack[k][1].get("name") == name), at)
+            bi, b = stack.pop(at)
+            x = {k: v for k, v in b.items() if k != "ph"}
+            x["ph"] = "X"
+            x["dur"] = ts - float(b["ts"])
+            if isinstance(ev.get("args"), dict) and ev["args"]:
+                merged = dict(b["args"]) if isinstance(b.get("args"), dict) else {}
+                merged.update(ev["args"])
+                x["args"] = merged
+            out.append((bi, x))
+        unpaired += len(stack)
+    out.sort(key=lambda x: x[0])
+    return out, unpaired

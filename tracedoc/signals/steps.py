@@ -427,12 +427,11 @@ def dataloader_share(ctx: SignalContext) -> float:
     """Share of step time spent in DataLoader ``__next__`` with the GPU idle and no runtime call
     (breakdown, 0..1; the TensorBoard plugin's "DataLoader" figure).
 
-    Unavailable when the trace has no ``enumerate(DataLoader)#`` spans or no steps.
+    Unavailable when the trace has no ``enumerate(DataLoader)#`` spans. Without steps it is the
+    share of the one whole-trace window, like every other breakdown share.
     """
     if not len(dataloader_spans(ctx)):
         raise SignalUnavailable("the trace has no DataLoader spans (enumerate(DataLoader)#...__next__)")
-    if not has_steps(ctx):
-        raise SignalUnavailable("the trace has no ProfilerStep annotations")
     return _share("dataloader")(ctx)
 
 
