@@ -13,7 +13,12 @@ On a 2-core machine the step waits on the DataLoader for about half of its time,
 ``dataloader-stall`` (TD101) fires and ``num_workers`` is the fix. A worker process alone
 does not help there: with PyTorch's intra-op threads on both cores, the worker competes
 with them (CPU oversubscription, ``cpu-oversubscription``, TD501), and
-``num_threads = cores - workers`` is the second half of the fix.
+``num_threads = cores - workers`` is the second half of the fix. How much there is to win
+depends on the host: where the CNN's step is slow (a later host without AMX: 101 ms on two
+threads, 165 ms on one, against 46 ms of decoding per batch) the step is under 40%
+DataLoader and a worker has no idle core, so the loop rightly keeps nothing.
+``read_latency_ms`` puts each image behind a storage read (a sleep, as from network
+storage), which a worker hides on any host (docs/fix-loop.md has both runs).
 
 Run it alone (writes DIR/trace.pt.trace.json.gz and DIR/result.json)::
 
