@@ -516,11 +516,15 @@ def test_profiler_stopped_mid_step(name, tmp_path):
     assert got["signals"]["step_count"] <= max(want["signals"]["step_count"], 1)
 
 
+NO_CPU_NOTE = "no CPU operators"
+
+
 @pytest.mark.parametrize("name", SMALL)
 def test_one_activity_only(name, tmp_path):
     """A trace of only the CUDA activity or only the CPU one: analysed, invariants kept; with
     no GPU events every GPU rule is skipped saying the trace has no GPU activity or kernels. The
-    CUDA activity of a CPU-only run is nothing: refused in one line, as any empty trace."""
+    CUDA activity of a CPU-only run is nothing: refused in one line, as any empty trace. A
+    CUDA-only trace gets a note that its host side was not recorded."""
     cuda = write(only_cuda_activity(original(name)), tmp_path, "cuda")
     if baseline(name)["trace"]["primary_device"] is None:
         with pytest.raises(TraceLoadError, match="none from the PyTorch profiler"):
@@ -529,9 +533,13 @@ def test_one_activity_only(name, tmp_path):
         got = analysis(cuda)
         check_invariants(got)
         assert got["trace"]["has_steps"] is False
+        # the report says why the host side is blank; no original trace gets that note
+        assert any(NO_CPU_NOTE in n for n in got["notes"]), got["notes"]
+        assert not any(NO_CPU_NOTE in n for n in baseline(name)["notes"])
     p = write(only_cpu_activity(original(name)), tmp_path, "cpu")
     got = analysis(p)
     check_invariants(got)
+    assert not any(NO_CPU_NOTE in n for n in got["notes"])
     assert got["idle_ledger"] == {}
     reasons = {s["code"]: s["reason"] for s in got["skipped"]}
     for code in ("TD102", "TD104", "TD201", "TD310"):

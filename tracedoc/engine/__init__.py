@@ -68,6 +68,13 @@ def report_notes(ctx: SignalContext) -> list[str]:
             f"One-off start-up work is {share:.0%} of the profiled window: the other figures are not "
             "representative of steady state. Profile later steps with torch.profiler.schedule(wait=1, warmup=1, active=3)."
         )
+    trace = ctx.trace
+    if trace.has_gpu_activity and not len(trace.ops):
+        notes.append(
+            "The trace has GPU activity but no CPU operators (recorded without ProfilerActivity.CPU): "
+            "host-side causes of GPU idle time (DataLoader, syncs, launch overhead) show as 'untraced', "
+            "and the rules that read CPU operators cannot fire. Record with activities=[CPU, CUDA]."
+        )
     from tracedoc.signals.links import CLOCK_SKEW_MIN_SHARE, launch_before_start
 
     try:
