@@ -7,6 +7,7 @@ errors go to stderr, errors as a single line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from enum import Enum
@@ -411,12 +412,7 @@ def emit(report, format: Format, output=None, top=None, quiet=False, color=Color
         document: Optional[str] = HtmlRenderer().render(report, trace=trace)
     else:
         document = None if format is Format.text else render_document(report, format)
-    try:
-        fh = open(output, "w", encoding="utf-8") if output is not None else None  # noqa: SIM115
-    except OSError as exc:
-        raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
-    out = fh if fh is not None else sys.stdout
-    try:
+    with _open_output(output) as (out, fh):
         if document is not None:
             out.write(document)
         elif quiet:
@@ -434,6 +430,24 @@ def emit(report, format: Format, output=None, top=None, quiet=False, color=Color
             con.print(f"\n{_multi_summary(report)}", style="bold", highlight=False)
         else:
             ConsoleRenderer(make_console(color, file=fh), top=top).render(report)
+
+
+@contextlib.contextmanager
+def _open_output(output: Optional[Path]):
+    """Where a report goes: ``output`` opened for writing (closed afterwards), else stdout.
+
+    Yields ``(stream, file)``: the stream to write to, and the opened file (None for stdout),
+    which a rich console takes as its ``file``.
+
+    Raises:
+        typer.Exit: code 2, after one stderr line naming ``output``, when it cannot be opened.
+    """
+    try:
+        fh = open(output, "w", encoding="utf-8") if output is not None else None  # noqa: SIM115
+    except OSError as exc:
+        raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+    try:
+        yield (fh if fh is not None else sys.stdout), fh
     finally:
         if fh is not None:
             fh.close()
@@ -479,12 +493,7 @@ def _emit_many_traces(report, format: Format, output=None, quiet=False, color=Co
             f"--format {format.value} describes one trace or the ranks of one job; "
             "for several unrelated traces use text, json or markdown"
         )
-    try:
-        fh = open(output, "w", encoding="utf-8") if output is not None else None  # noqa: SIM115
-    except OSError as exc:
-        raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
-    out = fh if fh is not None else sys.stdout
-    try:
+    with _open_output(output) as (out, fh):
         if quiet:
             n = len(report.findings)
             out.write(f"{plural(len(report.traces), 'trace')}: {plural(n, 'finding')}\n")
@@ -494,9 +503,6 @@ def _emit_many_traces(report, format: Format, output=None, quiet=False, color=Co
             out.write(render_multi_markdown(report))
         else:
             render_multi_text(report, make_console(color, file=fh))
-    finally:
-        if fh is not None:
-            fh.close()
 
 
 cache_app = typer.Typer(help="The frame cache: Parquet copies of loaded traces (see docs/scale.md).")
