@@ -32,7 +32,6 @@ written beside the workload; nothing is written outside the trial directory).
 from __future__ import annotations
 
 import json
-import math
 import os
 import secrets
 import signal
@@ -43,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from tracedoc.fixloop.workload import WorkloadError, WorkloadSpec, validate_result
+from tracedoc.fixloop.workload import WorkloadError, WorkloadSpec, strict_json, validate_result
 
 TRACE_NAME = "trace.pt.trace.json.gz"
 _OOM_TEXT = ("out of memory", "outofmemoryerror", "memoryerror")
@@ -284,7 +283,7 @@ class SubprocessRunner:
             try:
                 outcome.analysis = self.analyze(trace)
                 (trial_dir / "analysis.json").write_text(
-                    json.dumps(_finite(outcome.analysis), indent=2, allow_nan=False) + "\n", encoding="utf-8"
+                    json.dumps(strict_json(outcome.analysis), indent=2, allow_nan=False) + "\n", encoding="utf-8"
                 )
             except KeyboardInterrupt:
                 raise
@@ -355,23 +354,12 @@ class SubprocessRunner:
         return TrialOutcome("crashed", error=error, **base), measured
 
 
-def _finite(value: Any) -> Any:
-    """``value`` with every NaN/inf float replaced by ``None`` (so it is strict JSON)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _write_result(trial_dir: Path, outcome: TrialOutcome, returncode: int | None, measured: dict) -> None:
     data = dict(measured)
     data.update({k: v for k, v in asdict(outcome).items() if k not in ("analysis", "dir")})
     data["returncode"] = returncode
     data.pop("token", None)
-    text = json.dumps(_finite(data), indent=2, allow_nan=False, default=str) + "\n"
+    text = json.dumps(strict_json(data), indent=2, allow_nan=False, default=str) + "\n"
     (trial_dir / "result.json").write_text(text, encoding="utf-8")
 
 

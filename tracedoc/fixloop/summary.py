@@ -25,11 +25,12 @@ baseline); it is ``null`` only when the baseline itself failed.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tracedoc.fixloop.workload import strict_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.table import Table
@@ -91,17 +92,6 @@ def warnings(loop: FixLoop) -> list[str]:
     return out
 
 
-def finite(value: Any) -> Any:
-    """``value`` with NaN and infinite floats replaced by ``None`` (strict JSON)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
-
-
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -127,7 +117,7 @@ def build_summary(loop: FixLoop) -> dict[str, Any]:
             "trial": inc.index,
             "changes": kept,
         }
-    return finite(
+    return strict_json(
         {
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": "tracedoc", "command": "fix-loop", "version": _version()},
@@ -176,7 +166,9 @@ def _atomic_write(path: Path, text: str) -> None:
 def write_summary(out_dir: Path, summary: dict[str, Any]) -> None:
     """Write ``summary.json``, ``summary.md`` and ``final_config.json`` (each replaced atomically)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out_dir / "summary.json", json.dumps(finite(summary), indent=2, allow_nan=False, default=str) + "\n")
+    _atomic_write(
+        out_dir / "summary.json", json.dumps(strict_json(summary), indent=2, allow_nan=False, default=str) + "\n"
+    )
     _atomic_write(out_dir / "summary.md", render_markdown(summary))
     if summary.get("final") is not None:
         _atomic_write(out_dir / "final_config.json", json.dumps(summary["final"]["config"], indent=2) + "\n")

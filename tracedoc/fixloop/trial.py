@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import math
 import os
 import sys
 import traceback
@@ -31,7 +30,13 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True  # nothing written beside the workload (no __pycache__)
 
-from tracedoc.fixloop.workload import WorkloadError, describe_module, load_module, validate_result  # noqa: E402
+from tracedoc.fixloop.workload import (  # noqa: E402
+    WorkloadError,
+    describe_module,
+    load_module,
+    strict_json,
+    validate_result,
+)
 
 EXIT_OK, EXIT_CRASHED, EXIT_USAGE, EXIT_OOM = 0, 1, 2, 3
 
@@ -47,19 +52,9 @@ def is_oom(exc: BaseException) -> bool:
     return any(t in text for t in _OOM_TEXT)
 
 
-def _finite(value):
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _write_json(path: Path, data: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_finite(data), indent=2, allow_nan=False, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(strict_json(data), indent=2, allow_nan=False, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -174,6 +174,21 @@ def _positive_numbers(result: dict[str, Any], key: str) -> list[float]:
     return out
 
 
+def strict_json(value: Any) -> Any:
+    """``value`` with every NaN/inf float replaced by ``None`` and dict keys made strings, so
+    ``json.dumps(..., allow_nan=False)`` accepts it (RFC 8259 has no NaN or Infinity).
+
+    Recurses through dicts, lists and tuples (tuples become lists); other values pass unchanged.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
 def validate_result(result: Any) -> dict[str, Any]:
     """Check what a workload's ``run`` returned (or its ``result.json``) and return the clean fields.
 
