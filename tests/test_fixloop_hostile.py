@@ -111,9 +111,18 @@ def alive(pid: int) -> bool:
         return True
 
 
+def loop_cmd(workload: Path, out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "tracedoc", "fix-loop", str(workload), "--out", str(out), *args]
+
+
 def start_loop(workload: Path, out: Path, *args: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "tracedoc", "fix-loop", str(workload), "--out", str(out), *args]
+    cmd = loop_cmd(workload, out, *args)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=out.parent)
+
+
+def run_loop(workload: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    """``tracedoc fix-loop WORKLOAD --out OUT ARGS`` to the end (at most 120 s), output captured."""
+    return subprocess.run(loop_cmd(workload, out, *args), capture_output=True, text=True, timeout=120)
 
 
 def wait_for(path: Path, timeout: float = 60) -> None:
@@ -180,39 +189,18 @@ def test_stale_result_json_is_never_read(workload, tmp_path):
 
 def test_reusing_out_refuses_or_overwrites(workload, tmp_path):
     out = tmp_path / "out"
-    first = subprocess.run(
-        [sys.executable, "-m", "tracedoc", "fix-loop", str(workload), "--out", str(out), "--max-trials", "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    first = run_loop(workload, out, "--max-trials", "0")
     assert first.returncode == 0, first.stderr
     (out / "trial-07").mkdir()  # a trial folder of an earlier, longer run
-    again = subprocess.run(
-        [sys.executable, "-m", "tracedoc", "fix-loop", str(workload), "--out", str(out), "--max-trials", "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    again = run_loop(workload, out, "--max-trials", "0")
     assert again.returncode == 2 and "not empty" in again.stderr and "--overwrite" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
-    over = subprocess.run(
-        [sys.executable, "-m", "tracedoc", "fix-loop", str(workload), "--out", str(out), "--max-trials", "0"]
-        + ["--overwrite"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    over = run_loop(workload, out, "--max-trials", "0", "--overwrite")
     assert over.returncode == 0, over.stderr
     assert not (out / "trial-07").exists() and (out / "trial-00" / "result.json").exists()
     # --overwrite never deletes what a fix-loop did not write
     (out / "notes.txt").write_text("mine")
-    keep = subprocess.run(
-        [sys.executable, "-m", "tracedoc", "fix-loop", str(workload), "--out", str(out), "--overwrite"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    keep = run_loop(workload, out, "--overwrite")
     assert keep.returncode == 2 and "notes.txt" in keep.stderr and (out / "notes.txt").exists()
 
 
@@ -251,12 +239,7 @@ def test_workload_printing_at_import(tmp_path):
 
 def test_summary_is_strict_json_and_bad_trial_is_reverted(workload, tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tracedoc", "fix-loop", str(workload), "--out", str(out), "--set", "mode=nan"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_loop(workload, out, "--set", "mode=nan")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     summary = strict_json(out / "summary.json")
     assert summary["trials"][0]["status"] == "crashed"
@@ -273,12 +256,7 @@ def test_summary_is_strict_json_and_bad_trial_is_reverted(workload, tmp_path):
     ],
 )
 def test_non_finite_options_rejected(workload, tmp_path, args, message):
-    proc = subprocess.run(
-        [sys.executable, "-m", "tracedoc", "fix-loop", str(workload), "--out", str(tmp_path / "o"), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_loop(workload, tmp_path / "o", *args)
     assert proc.returncode == 2 and message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
