@@ -150,12 +150,9 @@ def run(config: Config, out_dir: str | Path) -> dict:
     import torch
     from torchvision import transforms
 
-    if config.num_threads < 0:
-        raise ValueError(f"num_threads must be >= 0, not {config.num_threads}")
     if config.read_latency_ms < 0:
         raise ValueError(f"read_latency_ms must be >= 0, not {config.read_latency_ms}")
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
+    harness.set_intra_op_threads(config.num_threads)
     torch.manual_seed(config.seed)
     device = harness.resolve_device(config.device)
     dev_type = torch.device(device).type

@@ -76,6 +76,21 @@ class Steps:
         return self.warmup + self.profile_wait + self.profile_warmup + self.profile_active + self.timed * self.repeats
 
 
+def set_intra_op_threads(num_threads: int) -> None:
+    """Apply a workload's ``num_threads`` knob: ``torch.set_num_threads(num_threads)``, or
+    PyTorch's default (one thread per core) when it is 0.
+
+    Raises:
+        ValueError: ``num_threads`` is negative.
+    """
+    if num_threads < 0:
+        raise ValueError(f"num_threads must be >= 0, not {num_threads}")
+    if num_threads:
+        import torch
+
+        torch.set_num_threads(num_threads)
+
+
 def resolve_device(name: str) -> str:
     """``"auto"`` becomes ``"cuda"`` when a GPU is usable, else ``"cpu"``; other names pass through."""
     import torch
