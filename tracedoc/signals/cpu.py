@@ -232,15 +232,22 @@ def cpu_dispatch_ms(ctx: SignalContext) -> float:
     return (fixed_us + uncovered_us) / _n_steps(ctx) / 1000.0
 
 
+def _share_of_step(ctx: SignalContext, ms: float) -> float:
+    """``ms`` per step as a share of the mean complete step (``step_time_ms``), capped at 1.
+
+    Raises:
+        SignalUnavailable: the step windows have zero length.
+    """
+    step_ms = ctx.get("step_time_ms")
+    if step_ms <= 0:
+        raise SignalUnavailable("the step windows have zero length")
+    return min(1.0, ms / step_ms)
+
+
 @signal("share")
 def cpu_dispatch_share(ctx: SignalContext) -> float:
     """``cpu_dispatch_ms`` as a share of the step time (0..1)."""
-    w = step_windows(ctx)
-    m = complete_mask(ctx)
-    step_ms = float(w["dur_us"].to_numpy()[m].mean()) / 1000.0
-    if step_ms <= 0:
-        raise SignalUnavailable("the step windows have zero length")
-    return min(1.0, cpu_dispatch_ms(ctx) / step_ms)
+    return _share_of_step(ctx, cpu_dispatch_ms(ctx))
 
 
 @signal("ms")
@@ -267,9 +274,4 @@ def cpu_fp32_matmul_ms(ctx: SignalContext) -> float:
 @signal("share")
 def cpu_fp32_matmul_share(ctx: SignalContext) -> float:
     """``cpu_fp32_matmul_ms`` as a share of the step time (0..1)."""
-    w = step_windows(ctx)
-    m = complete_mask(ctx)
-    step_ms = float(w["dur_us"].to_numpy()[m].mean()) / 1000.0
-    if step_ms <= 0:
-        raise SignalUnavailable("the step windows have zero length")
-    return min(1.0, cpu_fp32_matmul_ms(ctx) / step_ms)
+    return _share_of_step(ctx, cpu_fp32_matmul_ms(ctx))
