@@ -5,20 +5,23 @@ gradients plus noise, so they compress like photographs) are encoded once, in me
 JPEG (pillow, quality 90). Each item is decoded from its JPEG bytes and augmented the way
 an ImageNet-style pipeline does: ``RandomResizedCrop(96) -> RandomHorizontalFlip ->
 ColorJitter(0.4, 0.4, 0.4) -> ToTensor -> Normalize``. The model is a 3-conv CNN
-(16/32/64 channels, ReLU, max-pool, global average pool, linear head), cross-entropy,
-SGD, batch size 32, ``DataLoader(num_workers=0)``, PyTorch's default intra-op threads
-(one per core).
+(16/32/64 channels, a stride-2 stem, ReLU, max-pool, global average pool, linear head),
+cross-entropy, SGD, batch size 32, ``DataLoader(num_workers=0)``, PyTorch's default
+intra-op threads (one per core).
 
-On a 2-core machine the step waits on the DataLoader for about half of its time, so
+On a 2-core machine the step waits on the DataLoader for about two thirds of its time, so
 ``dataloader-stall`` (TD101) fires and ``num_workers`` is the fix. A worker process alone
 does not help there: with PyTorch's intra-op threads on both cores, the worker competes
 with them (CPU oversubscription, ``cpu-oversubscription``, TD501), and
-``num_threads = cores - workers`` is the second half of the fix. How much there is to win
-depends on the host: where the CNN's step is slow (a later host without AMX: 101 ms on two
-threads, 165 ms on one, against 46 ms of decoding per batch) the step is under 40%
-DataLoader and a worker has no idle core, so the loop rightly keeps nothing.
-``read_latency_ms`` puts each image behind a storage read (a sleep, as from network
-storage), which a worker hides on any host (docs/fix-loop.md has both runs).
+``num_threads = cores - workers`` is the second half of the fix.
+
+How much there is to win depends on how the decoding compares with the training step. With
+a stride-1 stem (``--set stem_stride=1``, the default before 2026-11-22) the CNN's step is
+four times heavier: on a host without AMX (101 ms on two threads, 165 ms on one, against
+46 ms of decoding per batch) the step is under 40% DataLoader, a worker has no idle core,
+and the loop rightly keeps nothing. ``read_latency_ms`` puts each image behind a storage
+read (a sleep, as from network storage), which a worker hides on any host. docs/fix-loop.md
+has the runs.
 
 Run it alone (writes DIR/trace.pt.trace.json.gz and DIR/result.json)::
 
@@ -51,6 +54,9 @@ class Config:
     device: str = "auto"
     #: channels of the first conv stage (then 2x, 4x)
     width: int = 16
+    #: stride of the first conv (the stem); 2 halves each side of every later stage, as the
+    #: stems of ResNet and most CNNs do; 1 = the CNN before 2026-11-22 (the fixture's)
+    stem_stride: int = 2
     #: side of the stored JPEG images, and of the random crop fed to the model (pixels)
     image_size: int = 128
     crop_size: int = 96
@@ -122,17 +128,25 @@ class JpegDataset:
         return self.transform(image), index % 10
 
 
-def build_model(width: int = 16, n_classes: int = 10):
+def build_model(width: int = 16, n_classes: int = 10, stem_stride: int = 2):
     """The 3-conv CNN: three ``Conv3x3 -> ReLU -> MaxPool2`` stages (``width``, 2x, 4x channels),
-    global average pooling and a linear classifier."""
+    global average pooling and a linear classifier. The first conv has stride ``stem_stride``.
+
+    Raises:
+        ValueError: ``stem_stride`` below 1.
+    """
     from torch import nn
 
-    def stage(c_in: int, c_out: int) -> nn.Sequential:
-        return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2))
+    if stem_stride < 1:
+        raise ValueError(f"stem_stride must be >= 1, not {stem_stride}")
+
+    def stage(c_in: int, c_out: int, stride: int = 1) -> nn.Sequential:
+        conv = nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1)
+        return nn.Sequential(conv, nn.ReLU(inplace=True), nn.MaxPool2d(2))
 
     w = width
     return nn.Sequential(
-        stage(3, w),
+        stage(3, w, stem_stride),
         stage(w, 2 * w),
         stage(2 * w, 4 * w),
         nn.AdaptiveAvgPool2d(1),
@@ -181,7 +195,7 @@ def run(config: Config, out_dir: str | Path) -> dict:
     batches = iter(loader)
 
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
-    model = build_model(config.width).to(device, memory_format=memory_format)
+    model = build_model(config.width, stem_stride=config.stem_stride).to(device, memory_format=memory_format)
     criterion = torch.nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     forward = torch.compile(model) if config.compile else model
