@@ -26,6 +26,17 @@ JSON form, rendered by :mod:`tracedoc.report.diff`). Definitions:
   ``estimated_saving_ms`` before; measured = step time before - after (mean, and median
   step); ratio = predicted / measured; error = (predicted - measured) / measured. Every
   finding resolved by the same change shares the same measured change.
+* **the finding's own slice**: a finding's first claim (:mod:`tracedoc.engine.claims`:
+  ``idle:<cause>``, ``busy`` or ``comm``) is the part of the step its fix removes; its
+  size before minus after is ``measured_slice_saving_ms``, compared with the prediction the
+  same way. It tells "the fix did not remove what the rule said" apart from "it did, and
+  something else grew".
+* **where the step change went** (``step_change_parts``): on a GPU trace a step is the
+  primary device's busy time plus its idle ledger (``step_time_ms = gpu_busy_ms +
+  sum(idle_<cause>_ms)``, exact per report), so the change of the mean step splits into
+  the change of ``gpu_busy`` and of each idle cause. For each resolved finding,
+  ``offset_ms`` = its slice's fall minus the step's fall (what the rest of the step gained),
+  and ``offset_by`` the parts that grew, largest first.
 """
 
 from __future__ import annotations
@@ -287,6 +298,98 @@ def change_se_ms(before_steps: list[float], after_steps: list[float]) -> float |
     return (var_b / len(before_steps) + var_a / len(after_steps)) ** 0.5
 
 
+#: Parts of a step for :func:`step_change_parts`: the primary device's busy time, then its
+#: idle-ledger causes (:data:`tracedoc.signals.ledger.LEDGER_KEYS`, restated here so that a
+#: diff of saved reports does not import the signal code).
+STEP_PARTS = (
+    "gpu_busy",
+    "dataloader",
+    "blocking_sync",
+    "allocator",
+    "communication",
+    "startup",
+    "zero_grad",
+    "optimizer_step",
+    "launch_overhead",
+    "other_cpu",
+    "untraced",
+    "kernel_wait",
+    "other_idle",
+)
+#: Parts that moved less than this (ms per step) are left out of ``offset_by``.
+OFFSET_MIN_MS = 0.5
+
+
+def _part_ms(signals: dict[str, Any], part: str) -> float | None:
+    return _num(signals.get("gpu_busy_ms" if part == "gpu_busy" else f"idle_{part}_ms"))
+
+
+def step_change_parts(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """The change of the mean step split into the primary device's busy time and idle causes.
+
+    Args:
+        before, after: two reports' JSON forms.
+
+    Returns:
+        ``[{"name", "before_ms", "after_ms", "change_ms"}]`` in :data:`STEP_PARTS` order (ms per
+        step), or ``[]`` when a side lacks ``gpu_busy_ms`` or an idle cause (a CPU-only
+        trace). The changes add up to the change of ``step_time_ms`` (to rounding), because
+        each report's step is its busy time plus its idle ledger.
+    """
+    sb, sa = before.get("signals", {}), after.get("signals", {})
+    rows = []
+    for part in STEP_PARTS:
+        vb, va = _part_ms(sb, part), _part_ms(sa, part)
+        if vb is None or va is None:
+            return []
+        rows.append(Row(part, vb, va).to_dict())
+    return rows
+
+
+def _claim_ms(signals: dict[str, Any], claim: str) -> float | None:
+    """Size (ms per step) of one claim pool on a report's signals; None for ``step`` or unknown."""
+    if claim.startswith("idle:"):
+        return _num(signals.get(f"idle_{claim[len('idle:') :]}_ms"))
+    comm = _num(signals.get("exposed_comm_kernel_ms"))
+    if claim == "comm":
+        return comm
+    if claim == "busy":
+        busy = _num(signals.get("gpu_busy_ms"))
+        return None if busy is None else max(busy - (comm or 0.0), 0.0)
+    return None
+
+
+def _own_slice(finding: dict[str, Any], b: dict[str, Any], a: dict[str, Any], pred: float | None) -> dict[str, Any]:
+    claims = finding.get("claims")
+    claim = claims[0] if isinstance(claims, list) and claims and isinstance(claims[0], str) else None
+    before = _claim_ms(b.get("signals", {}), claim) if claim else None
+    after = _claim_ms(a.get("signals", {}), claim) if claim else None
+    fell = None if before is None or after is None else before - after
+    return {
+        "slice": claim,
+        "slice_before_ms": _round(before),
+        "slice_after_ms": _round(after),
+        "measured_slice_saving_ms": _round(fell),
+        "ratio_slice": _round(_ratio(pred, fell), 4),
+        "error_slice": _round(_ratio(None if pred is None or fell is None else pred - fell, fell), 4),
+    }
+
+
+def _offset(row: dict[str, Any], parts: list[dict[str, Any]]) -> tuple[float | None, list[dict[str, Any]]]:
+    """What the rest of the step gained while the finding's slice fell, and by which parts."""
+    fell, measured, claim = row["measured_slice_saving_ms"], row["measured_saving_ms"], row["slice"]
+    if fell is None or measured is None or not parts:
+        return None, []
+    own = claim[len("idle:") :] if claim and claim.startswith("idle:") else ("gpu_busy" if claim == "busy" else None)
+    grew = [
+        {"name": p["name"], "change_ms": p["change_ms"]}
+        for p in parts
+        if p["name"] != own and p["change_ms"] is not None and p["change_ms"] >= OFFSET_MIN_MS
+    ]
+    grew.sort(key=lambda p: -p["change_ms"])
+    return _round(fell - measured), grew
+
+
 def _round(v: float | None, nd: int = 3) -> float | None:
     return None if v is None else round(v, nd)
 
@@ -364,6 +467,7 @@ class DiffResult:
         resolved, new, changed, persisting: findings by status (dicts, see ``to_dict``).
         outlier_steps: ``{"before": [...], "after": [...]}``: complete steps longer than
             :data:`OUTLIER_FACTOR` x the median, with the category that grew most.
+        step_change_parts: :func:`step_change_parts` (``[]`` without a GPU ledger).
     """
 
     before: dict[str, Any]
@@ -376,6 +480,7 @@ class DiffResult:
     changed: list[dict[str, Any]] = field(default_factory=list)
     persisting: list[dict[str, Any]] = field(default_factory=list)
     outlier_steps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    step_change_parts: list[dict[str, Any]] = field(default_factory=list)
 
     def regressed(self, pct: float) -> bool:
         """True when the step time grew by more than ``pct`` percent."""
@@ -393,9 +498,12 @@ class DiffResult:
          "resolved": [{"code", "name", "severity", "predicted_saving_ms",
                        "measured_saving_ms", "ratio", "error",
                        "measured_saving_median_ms", "ratio_median", "error_median",
-                       "saving_basis"}],
+                       "saving_basis", "slice", "slice_before_ms", "slice_after_ms",
+                       "measured_slice_saving_ms", "ratio_slice", "error_slice",
+                       "offset_ms", "offset_by": [{"name", "change_ms"}]}],
          "new": [...], "changed": [...], "persisting": [...],
-         "outlier_steps": {"before": [...], "after": [...]}}
+         "outlier_steps": {"before": [...], "after": [...]},
+         "step_change_parts": [{"name", "before_ms", "after_ms", "change_ms"}]}
         """
         return {
             "schema_version": SCHEMA_VERSION,
@@ -409,6 +517,7 @@ class DiffResult:
             "changed": self.changed,
             "persisting": self.persisting,
             "outlier_steps": self.outlier_steps,
+            "step_change_parts": self.step_change_parts,
         }
 
 
@@ -493,7 +602,11 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
         ``ratio`` (predicted / measured, None when measured is 0 or unknown),
         ``error`` ((predicted - measured) / measured), the same three on the median
         step (``measured_saving_median_ms``, ``ratio_median``, ``error_median``),
-        ``saving_basis``, and ``estimated_saving_after_ms`` (None when resolved).
+        ``saving_basis``, ``estimated_saving_after_ms`` (None when resolved), the
+        finding's own slice (``slice``: its first claim; ``slice_before_ms``,
+        ``slice_after_ms``, ``measured_slice_saving_ms``, ``ratio_slice``, ``error_slice``;
+        None where the slice is ``step`` or not measured), and ``offset_ms`` /
+        ``offset_by`` (see the module docstring; None / ``[]`` without a GPU ledger).
 
     Raises:
         TypeError: an argument is neither a Report nor a dict.
@@ -505,6 +618,7 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
     measured_med = statistics.median(tb) - statistics.median(ta) if tb and ta else None
     se = change_se_ms(tb, ta)
     after_by_code = {f["code"]: f for f in a.get("findings", [])}
+    parts = step_change_parts(b, a)
     wanted = set(names) if names else None
     out = []
     for f in b.get("findings", []):
@@ -514,24 +628,25 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
         later = after_by_code.get(f["code"])
         err = _ratio(None if pred is None or measured is None else pred - measured, measured)
         err_med = _ratio(None if pred is None or measured_med is None else pred - measured_med, measured_med)
-        out.append(
-            {
-                "code": f["code"],
-                "name": f["name"],
-                "severity": f.get("severity"),
-                "status": "persisting" if later is not None else "resolved",
-                "predicted_saving_ms": _round(pred),
-                "measured_saving_ms": _round(measured),
-                "measured_saving_se_ms": _round(se),
-                "ratio": _round(_ratio(pred, measured), 4),
-                "error": _round(err, 4),
-                "measured_saving_median_ms": _round(measured_med),
-                "ratio_median": _round(_ratio(pred, measured_med), 4),
-                "error_median": _round(err_med, 4),
-                "saving_basis": f.get("saving_basis"),
-                "estimated_saving_after_ms": _round(_num(later.get("estimated_saving_ms"))) if later else None,
-            }
-        )
+        row = {
+            "code": f["code"],
+            "name": f["name"],
+            "severity": f.get("severity"),
+            "status": "persisting" if later is not None else "resolved",
+            "predicted_saving_ms": _round(pred),
+            "measured_saving_ms": _round(measured),
+            "measured_saving_se_ms": _round(se),
+            "ratio": _round(_ratio(pred, measured), 4),
+            "error": _round(err, 4),
+            "measured_saving_median_ms": _round(measured_med),
+            "ratio_median": _round(_ratio(pred, measured_med), 4),
+            "error_median": _round(err_med, 4),
+            "saving_basis": f.get("saving_basis"),
+            "estimated_saving_after_ms": _round(_num(later.get("estimated_saving_ms"))) if later else None,
+        }
+        row.update(_own_slice(f, b, a, pred))
+        row["offset_ms"], row["offset_by"] = _offset(row, parts)
+        out.append(row)
     return out
 
 
@@ -599,6 +714,7 @@ def compare(before: Side, after: Side) -> DiffResult:
         changed=changed,
         persisting=persisting,
         outlier_steps={"before": _outliers(b), "after": _outliers(a)},
+        step_change_parts=step_change_parts(b, a),
     )
 
 

@@ -35,6 +35,22 @@ def _se(v: float | None) -> str:
     return "" if v is None else f" ± {v:.1f}"
 
 
+def offset_sentence(r: dict[str, Any]) -> str | None:
+    """Plain text: how a resolved finding's own slice moved and what else grew, or None when
+    there is nothing to say (no slice measured, or the rest of the step gained under 0.5 ms)."""
+    fell, offset = r.get("measured_slice_saving_ms"), r.get("offset_ms")
+    if fell is None or r.get("measured_saving_ms") is None:
+        return None
+    text = f"{r['code']} {r['name']}: its slice ({r['slice']}) fell {_ms(fell)} ms of the {_ms(r['predicted_saving_ms'])} predicted"
+    if offset is None or offset < 0.5:
+        return text + f"; the step fell {_ms(r['measured_saving_ms'])} ms"
+    grew = ", ".join(f"{p['name']} {_ms(p['change_ms'], True)}" for p in r.get("offset_by") or [])
+    return (
+        text + f"; the step fell {_ms(r['measured_saving_ms'])} ms, because the rest of the step grew "
+        f"{_ms(offset)} ms" + (f" ({grew})" if grew else "")
+    )
+
+
 def _e(v: Any) -> str:
     """Text from an input (codes, names, severities), escaped for rich markup."""
     return escape(str(v))
@@ -90,14 +106,18 @@ class MarkdownDiffRenderer:
         lines += ["", "## Resolved findings: predicted vs measured saving (ms per step)", ""]
         if d["resolved"]:
             lines += [
-                "| finding | predicted | measured (mean step) | ratio | measured (median step) | ratio |",
-                "|---|---|---|---|---|---|",
+                "| finding | predicted | its slice fell | ratio | measured (mean step) | ratio "
+                "| measured (median step) | ratio |",
+                "|---|---|---|---|---|---|---|---|",
             ]
             for r in d["resolved"]:
                 lines.append(
-                    f"| {r['code']} `{r['name']}` | {_ms(r['predicted_saving_ms'])} | {_ms(r['measured_saving_ms'])} "
-                    f"| {_ratio(r['ratio'])} | {_ms(r['measured_saving_median_ms'])} | {_ratio(r['ratio_median'])} |"
+                    f"| {r['code']} `{r['name']}` | {_ms(r['predicted_saving_ms'])} "
+                    f"| {_ms(r.get('measured_slice_saving_ms'))} | {_ratio(r.get('ratio_slice'))} "
+                    f"| {_ms(r['measured_saving_ms'])} | {_ratio(r['ratio'])} "
+                    f"| {_ms(r['measured_saving_median_ms'])} | {_ratio(r['ratio_median'])} |"
                 )
+            lines += [""] + [f"- {t}" for t in map(offset_sentence, d["resolved"]) if t]
         else:
             lines.append("None.")
         lines += ["", "## New findings", ""]
@@ -172,22 +192,30 @@ class TextDiffRenderer:
             t = Table(
                 title="resolved: predicted vs measured saving (ms per step)", title_justify="left", show_edge=False
             )
-            for col in ("finding", "predicted", "measured", "ratio", "median step", "ratio"):
+            for col in ("finding", "predicted", "slice fell", "step fell", "median step"):
                 t.add_column(col, justify="left" if col == "finding" else "right")
+
+            def cell(v: float | None, ratio: float | None, se: float | None = None) -> str:
+                spread = "" if se is None or v is None else f"±{se:.1f}"
+                return f"{_ms(v)}{spread} ({_ratio(ratio)})" if v is not None else "n/a"
+
             for r in d["resolved"]:
                 t.add_row(
                     f"{_e(r['code'])} {_e(r['name'])}",
                     _ms(r["predicted_saving_ms"]),
-                    _ms(r["measured_saving_ms"]) + _se(r.get("measured_saving_se_ms")),
-                    _ratio(r["ratio"]),
-                    _ms(r["measured_saving_median_ms"]),
-                    _ratio(r["ratio_median"]),
+                    cell(r.get("measured_slice_saving_ms"), r.get("ratio_slice")),
+                    cell(r["measured_saving_ms"], r["ratio"], r.get("measured_saving_se_ms")),
+                    cell(r["measured_saving_median_ms"], r["ratio_median"]),
                 )
             c.print(t)
             c.print(
-                "  [dim]measured = step time before - after (mean of complete steps ± its standard error; "
-                "median step beside it)[/]"
+                "  [dim]slice fell = the finding's own slice of the step (its first claim), before - after; "
+                "step fell = step time before - after (mean of complete steps ± its standard error; median "
+                "step beside it); (ratio) = predicted / measured[/]"
             )
+            for text in map(offset_sentence, d["resolved"]):
+                if text:
+                    c.print(f"  {escape(text)}")
         else:
             c.print("[dim]No finding resolved.[/]")
         for r in d["new"]:
