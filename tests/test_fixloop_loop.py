@@ -158,6 +158,30 @@ def test_keep_when_gain_exceeds_noise(tmp_path):
     assert json.loads((tmp_path / "out" / "final_config.json").read_text())["num_workers"] == 1
 
 
+def test_profiled_step_off_the_timed_step_is_warned(tmp_path):
+    """A trace whose steps are much longer than the timed ones (profiler overhead on many tiny
+    ops: 50.1 ms profiled against 31.7 ms timed on workloads/dispatch_bound.py) is flagged,
+    with both figures; a trace within 1.3x is not."""
+
+    def behave(c):
+        return ([100, 101, 99] if c["num_workers"] == 0 else [150, 151, 149]), [DATALOADER]
+
+    class Inflated(FakeRunner):
+        def run(self, config, trial_dir, on_tick=None):
+            out = super().run(config, trial_dir, on_tick)
+            if config["num_workers"] == 1:  # the candidate's trace: 1.6x its timed step
+                out.analysis["signals"]["step_time_ms"] *= 1.6
+            return out
+
+    runner = Inflated(behave)
+    summary = FixLoop(runner, spec(), tmp_path / "out", LoopOptions(n_cpus=8)).run()
+    base, trial = summary["trials"][0], summary["trials"][1]
+    assert base["profiled_step_ms"] == pytest.approx(base["step_time_ms"])  # the fake's trace agrees
+    assert trial["profiled_step_ms"] == pytest.approx(1.6 * 1000 * 32 / 150)
+    warned = [w for w in summary["warnings"] if "profiled steps" in w]
+    assert len(warned) == 1 and warned[0].startswith("trial 1:") and "1.60x the timed step (213.3 ms)" in warned[0]
+
+
 def test_revert_when_slower(tmp_path):
     def behave(c):
         return ([100, 100, 100] if c["num_workers"] == 0 else [90, 91, 89]), [DATALOADER]

@@ -29,6 +29,7 @@ trials do not enter it).
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -126,6 +127,9 @@ class TrialRecord:
     #: incumbent's and this trial's profiled traces (:func:`tracedoc.diff.predicted_vs_measured`,
     #: the same code as ``tracedoc diff``): step times from the traces, beside the A/B figures
     trace_diff: dict[str, Any] | None = None
+    #: the profiled trace's mean complete step (its analysis' ``step_time_ms``), beside the
+    #: timed ``step_time_ms``: predicted savings are read off the trace, in its time
+    profiled_step_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -488,6 +492,7 @@ class FixLoop:
             elapsed_s=round(outcome.elapsed_s, 2),
             dir=outcome.dir,
             top_findings=[_finding_brief(f) for f in _ranked(outcome.analysis)[:5]],
+            profiled_step_ms=_profiled_step_ms(outcome.analysis),
         )
         if proposal is not None:
             self._describe_change(record, proposal)
@@ -577,6 +582,14 @@ def _trace_diff(
     except (TypeError, ValueError, KeyError):
         return None
     return rows[0] if rows else None
+
+
+def _profiled_step_ms(analysis: dict[str, Any] | None) -> float | None:
+    """The analysis' ``step_time_ms`` signal (ms), None when absent or not a positive number."""
+    signals = (analysis or {}).get("signals")
+    v = signals.get("step_time_ms") if isinstance(signals, dict) else None
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    return float(v) if ok else None
 
 
 def _ranked(analysis: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -15,7 +15,9 @@
 
 Each trial also has ``ab`` (the A/B rounds: samples/s and step ms of incumbent and
 candidate per round, their medians and coefficients of variation) and
-``prediction_ratio`` (measured / predicted saving). The file is strict JSON: a
+``prediction_ratio`` (measured / predicted saving), ``trace_diff`` (``tracedoc diff``'s row
+for the applied finding between the two profiled traces) and ``profiled_step_ms`` (the
+profiled trace's mean step, ms, beside the timed ``step_time_ms``). The file is strict JSON: a
 non-finite number is written as ``null``.
 
 ``trials[0]`` is the baseline. ``final`` is the incumbent (the last kept trial, or the
@@ -74,13 +76,29 @@ def predicted_vs_measured(
     return {"predicted_saving_ms": predicted_ms, "measured_saving_ms": measured, "ratio": ratio}
 
 
+#: A trial whose profiled steps average this factor above (or below) its timed step gets a
+#: warning: the trace, and the savings predicted from it, are off scale. A project choice
+#: (not from a published source): beyond the 3-step windows' own spread on the bundled CPU
+#: workloads (0.8x to 1.05x of the timed step), where 8,000 tiny ops per step made the
+#: profiler's per-op recording 1.5x the step (workloads/dispatch_bound.py, 2026-11-22).
+PROFILED_STEP_FACTOR = 1.3
+
+
 def warnings(loop: FixLoop) -> list[str]:
-    """Notes on measurements that could not decide: noisy sides (CV above noise.NOISY_CV) and
-    inconclusive trials."""
+    """Notes on measurements that could not decide: noisy sides (CV above noise.NOISY_CV),
+    inconclusive trials, and profiled steps more than :data:`PROFILED_STEP_FACTOR` away from
+    the timed step."""
     from tracedoc.fixloop.noise import NOISY_CV
 
     out = []
     for r in loop.records:
+        prof, timed = r.profiled_step_ms, r.step_time_ms
+        if prof and timed and max(prof / timed, timed / prof) >= PROFILED_STEP_FACTOR:
+            out.append(
+                f"trial {r.index}: its profiled steps averaged {prof:.1f} ms, {prof / timed:.2f}x the timed "
+                f"step ({timed:.1f} ms); the savings predicted from its trace are in the trace's time "
+                "(profiler overhead on many small ops, or an unrepresentative profiled window)"
+            )
         d = r.decision or {}
         if d.get("noisy"):
             out.append(
