@@ -71,6 +71,28 @@ def test_input_bound_baseline_fires_dataloader_stall_not_dispatch():
     assert "TD501" not in codes(r)
 
 
+def test_dataloader_saving_on_the_cpu_leaves_the_decoding_a_core(tmp_path):
+    """TD101 on a CPU-only trace: the decoding moved to a worker still needs a core.
+
+    By hand from the PROVENANCE figures (stdlib): S = 708.9 ms, D = 135.38 ms, C = S - D =
+    573.52 ms on T = 2 threads, c = 2 cores: S' = max(573.52, (135.38 + 2 * 573.52) / 2) =
+    641.21 ms, so the saving is 708.9 - 641.21 = 67.69 ms (the stall alone: 135.38 ms).
+    """
+    r = tracedoc.analyze(INPUT_BOUND)
+    assert r.signals["dataloader_saving_ms"] == pytest.approx(67.69, abs=0.3)
+    assert codes(r)["TD101"].estimated_saving_ms == pytest.approx(67.69, abs=0.3)
+    # with 8 cores the worker's core is free: the whole stall leaves the step
+    r = tracedoc.analyze(variant(tmp_path, INPUT_BOUND, cpu_cores=8))
+    assert r.signals["dataloader_saving_ms"] == pytest.approx(135.38, abs=0.5)
+    # one thread: S' = max(573.52, (135.38 + 573.52) / 2 = 354.45) = 573.52, the stall again
+    r = tracedoc.analyze(variant(tmp_path, INPUT_BOUND, intra_op_threads=1))
+    assert r.signals["dataloader_saving_ms"] == pytest.approx(135.38, abs=0.5)
+    # loading already in workers (the time is waiting), or no host facts: the stall itself
+    for host in ({"dataloader_workers": 1}, {"cpu_cores": None}):
+        r = tracedoc.analyze(variant(tmp_path, INPUT_BOUND, **host))
+        assert r.signals["dataloader_saving_ms"] == pytest.approx(r.signals["dataloader_ms"], abs=1e-9), host
+
+
 def test_oversubscription_fires_when_workers_join_the_threads(tmp_path):
     # the same real trace, as if recorded with one DataLoader worker (2 threads + 1 worker on 2 cores)
     r = tracedoc.analyze(variant(tmp_path, INPUT_BOUND, dataloader_workers=1))
