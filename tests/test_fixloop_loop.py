@@ -180,6 +180,30 @@ def test_profiled_step_off_the_timed_step_is_warned(tmp_path):
     assert trial["profiled_step_ms"] == pytest.approx(1.6 * 1000 * 32 / 150)
     warned = [w for w in summary["warnings"] if "profiled steps" in w]
     assert len(warned) == 1 and warned[0].startswith("trial 1:") and "1.60x the timed step (213.3 ms)" in warned[0]
+    # the incumbent's trace agrees with its timed step: the prediction needs no rescaling
+    assert trial["predicted_saving_timed_ms"] == pytest.approx(40.0)
+
+
+def test_prediction_is_rescaled_to_the_timed_step(tmp_path):
+    """The baseline's trace shows a step twice its timed one: TD101's 40 ms (read off that
+    trace) is 20 ms in the time base of the A/B rounds."""
+
+    def behave(c):
+        return ([100, 101, 99] if c["num_workers"] == 0 else [150, 151, 149]), [DATALOADER]
+
+    class Inflated(FakeRunner):
+        def run(self, config, trial_dir, on_tick=None):
+            out = super().run(config, trial_dir, on_tick)
+            if config["num_workers"] == 0:
+                out.analysis["signals"]["step_time_ms"] *= 2.0
+            return out
+
+    summary = FixLoop(Inflated(behave), spec(), tmp_path / "out", LoopOptions(n_cpus=8)).run()
+    trial = summary["trials"][1]
+    assert trial["predicted_saving_ms"] == 40.0
+    # 40 ms * (A's median timed step 320 ms) / (the baseline's profiled step 640 ms)
+    assert trial["predicted_saving_timed_ms"] == pytest.approx(20.0)
+    assert any(w.startswith("trial 0:") and "2.00x the timed step" in w for w in summary["warnings"])
 
 
 def test_revert_when_slower(tmp_path):

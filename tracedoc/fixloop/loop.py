@@ -130,6 +130,11 @@ class TrialRecord:
     #: the profiled trace's mean complete step (its analysis' ``step_time_ms``), beside the
     #: timed ``step_time_ms``: predicted savings are read off the trace, in its time
     profiled_step_ms: float | None = None
+    #: ``predicted_saving_ms`` rescaled from the incumbent's profiled step to its timed one
+    #: (``predicted * incumbent timed step / incumbent profiled step``): the prediction in
+    #: the time base of ``measured_saving_ms``, first-order (it takes the profiler's
+    #: overhead as spread evenly over the step)
+    predicted_saving_timed_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -438,6 +443,9 @@ class FixLoop:
         )
         record.measured_saving_ms = pvm["measured_saving_ms"]
         record.prediction_ratio = pvm["ratio"]
+        profiled = self.incumbent.profiled_step_ms
+        if isinstance(record.predicted_saving_ms, (int, float)) and profiled:
+            record.predicted_saving_timed_ms = record.predicted_saving_ms * statistics.median(a_ms) / profiled
 
     def _info(self, text: str) -> None:
         info = getattr(self.progress, "info", None)

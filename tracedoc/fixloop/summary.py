@@ -17,7 +17,9 @@ Each trial also has ``ab`` (the A/B rounds: samples/s and step ms of incumbent a
 candidate per round, their medians and coefficients of variation) and
 ``prediction_ratio`` (measured / predicted saving), ``trace_diff`` (``tracedoc diff``'s row
 for the applied finding between the two profiled traces) and ``profiled_step_ms`` (the
-profiled trace's mean step, ms, beside the timed ``step_time_ms``). The file is strict JSON: a
+profiled trace's mean step, ms, beside the timed ``step_time_ms``) and
+``predicted_saving_timed_ms`` (the prediction rescaled by the incumbent's timed / profiled
+step). The file is strict JSON: a
 non-finite number is written as ``null``.
 
 ``trials[0]`` is the baseline. ``final`` is the incumbent (the last kept trial, or the
@@ -97,7 +99,8 @@ def warnings(loop: FixLoop) -> list[str]:
             out.append(
                 f"trial {r.index}: its profiled steps averaged {prof:.1f} ms, {prof / timed:.2f}x the timed "
                 f"step ({timed:.1f} ms); the savings predicted from its trace are in the trace's time "
-                "(profiler overhead on many small ops, or an unrepresentative profiled window)"
+                "(profiler overhead on many small ops, or an unrepresentative profiled window); "
+                "predicted_saving_timed_ms rescales them to the timed step"
             )
         d = r.decision or {}
         if d.get("noisy"):
