@@ -196,11 +196,12 @@ def report(step_ms, findings, steps=None, shares=None, ledger=None):
 
 
 def with_parts(d, busy, **idle):
-    """A hand-built report with the primary device's busy time and idle causes as signals."""
-    from tracedoc.diff import STEP_PARTS
-
+    """A hand-built report with the primary device's busy time and idle causes as signals, and
+    its idle ledger."""
+    causes = ("dataloader", "blocking_sync", "launch_overhead", "kernel_wait", "other_idle")
     d["signals"]["gpu_busy_ms"] = busy
-    d["signals"].update({f"idle_{k}_ms": idle.get(k, 0.0) for k in STEP_PARTS[1:]})
+    d["signals"].update({f"idle_{k}_ms": idle.get(k, 0.0) for k in causes})
+    d["idle_ledger"] = {"cuda:0": {k: idle.get(k, 0.0) for k in causes}}
     return d
 
 

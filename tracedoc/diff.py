@@ -298,30 +298,21 @@ def change_se_ms(before_steps: list[float], after_steps: list[float]) -> float |
     return (var_b / len(before_steps) + var_a / len(after_steps)) ** 0.5
 
 
-#: Parts of a step for :func:`step_change_parts`: the primary device's busy time, then its
-#: idle-ledger causes (:data:`tracedoc.signals.ledger.LEDGER_KEYS`, restated here so that a
-#: diff of saved reports does not import the signal code).
-STEP_PARTS = (
-    "gpu_busy",
-    "dataloader",
-    "blocking_sync",
-    "allocator",
-    "communication",
-    "startup",
-    "zero_grad",
-    "optimizer_step",
-    "launch_overhead",
-    "other_cpu",
-    "untraced",
-    "kernel_wait",
-    "other_idle",
-)
 #: Parts that moved less than this (ms per step) are left out of ``offset_by``.
 OFFSET_MIN_MS = 0.5
 
 
 def _part_ms(signals: dict[str, Any], part: str) -> float | None:
     return _num(signals.get("gpu_busy_ms" if part == "gpu_busy" else f"idle_{part}_ms"))
+
+
+def _ledger_causes(report: dict[str, Any]) -> list[str]:
+    """The idle-ledger causes a report carries, in its order (every device has the same keys)."""
+    ledger = report.get("idle_ledger")
+    if not isinstance(ledger, dict) or not ledger:
+        return []
+    first = next(iter(ledger.values()))
+    return [str(k) for k in first] if isinstance(first, dict) else []
 
 
 def step_change_parts(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
@@ -331,14 +322,18 @@ def step_change_parts(before: dict[str, Any], after: dict[str, Any]) -> list[dic
         before, after: two reports' JSON forms.
 
     Returns:
-        ``[{"name", "before_ms", "after_ms", "change_ms"}]`` in :data:`STEP_PARTS` order (ms per
-        step), or ``[]`` when a side lacks ``gpu_busy_ms`` or an idle cause (a CPU-only
-        trace). The changes add up to the change of ``step_time_ms`` (to rounding), because
-        each report's step is its busy time plus its idle ledger.
+        ``[{"name", "before_ms", "after_ms", "change_ms"}]``: ``gpu_busy`` first, then the
+        idle-ledger causes in the before report's order (ms per step), or ``[]`` when a side
+        has no idle ledger, or lacks ``gpu_busy_ms`` or a cause's ``idle_<cause>_ms`` (a
+        CPU-only trace). The changes add up to the change of ``step_time_ms`` (to
+        rounding), because each report's step is its busy time plus its idle ledger.
     """
+    causes = _ledger_causes(before)
+    if not causes or _ledger_causes(after) != causes:
+        return []
     sb, sa = before.get("signals", {}), after.get("signals", {})
     rows = []
-    for part in STEP_PARTS:
+    for part in ("gpu_busy", *causes):
         vb, va = _part_ms(sb, part), _part_ms(sa, part)
         if vb is None or va is None:
             return []
