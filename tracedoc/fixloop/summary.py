@@ -14,9 +14,9 @@
      "started_at", "wall_s"}
 
 Each trial also has ``ab`` (the A/B rounds: samples/s and step ms of incumbent and
-candidate per round, their medians and coefficients of variation) and
+candidate per round, their medians and coefficients of variation),
 ``prediction_ratio`` (measured / predicted saving), ``trace_diff`` (``tracedoc diff``'s row
-for the applied finding between the two profiled traces) and ``profiled_step_ms`` (the
+for the applied finding between the two profiled traces), ``profiled_step_ms`` (the
 profiled trace's mean step, ms, beside the timed ``step_time_ms``) and
 ``predicted_saving_timed_ms`` (the prediction rescaled by the incumbent's timed / profiled
 step). The file is strict JSON: a
@@ -82,7 +82,7 @@ def predicted_vs_measured(
 #: warning: the trace, and the savings predicted from it, are off scale. A project choice
 #: (not from a published source): beyond the 3-step windows' own spread on the bundled CPU
 #: workloads (0.8x to 1.05x of the timed step), where 8,000 tiny ops per step made the
-#: profiler's per-op recording 1.5x the step (workloads/dispatch_bound.py, 2026-11-22).
+#: profiled step 1.6x to 2.3x the timed one (workloads/dispatch_bound.py, 2026-11-22).
 PROFILED_STEP_FACTOR = 1.3
 
 

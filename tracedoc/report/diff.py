@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tracedoc.diff import DiffResult
+from tracedoc.diff import OFFSET_MIN_MS, DiffResult
 from tracedoc.report.render import plural
 
 
@@ -37,12 +37,13 @@ def _se(v: float | None) -> str:
 
 def offset_sentence(r: dict[str, Any]) -> str | None:
     """Plain text: how a resolved finding's own slice moved and what else grew, or None when
-    there is nothing to say (no slice measured, or the rest of the step gained under 0.5 ms)."""
+    there is nothing to say (no slice measured); the parts that grew are named when the rest of
+    the step gained :data:`tracedoc.diff.OFFSET_MIN_MS` or more."""
     fell, offset = r.get("measured_slice_saving_ms"), r.get("offset_ms")
     if fell is None or r.get("measured_saving_ms") is None:
         return None
     text = f"{r['code']} {r['name']}: its slice ({r['slice']}) fell {_ms(fell)} ms of the {_ms(r['predicted_saving_ms'])} predicted"
-    if offset is None or offset < 0.5:
+    if offset is None or offset < OFFSET_MIN_MS:
         return text + f"; the step fell {_ms(r['measured_saving_ms'])} ms"
     grew = ", ".join(f"{p['name']} {_ms(p['change_ms'], True)}" for p in r.get("offset_by") or [])
     return (
