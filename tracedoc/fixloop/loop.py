@@ -440,12 +440,11 @@ class FixLoop:
             self.incumbent.batch_size,
             record.step_time_ms,
             record.batch_size,
+            self.incumbent.profiled_step_ms,
         )
         record.measured_saving_ms = pvm["measured_saving_ms"]
         record.prediction_ratio = pvm["ratio"]
-        profiled = self.incumbent.profiled_step_ms
-        if isinstance(record.predicted_saving_ms, (int, float)) and profiled:
-            record.predicted_saving_timed_ms = record.predicted_saving_ms * statistics.median(a_ms) / profiled
+        record.predicted_saving_timed_ms = pvm["predicted_saving_timed_ms"]
 
     def _info(self, text: str) -> None:
         info = getattr(self.progress, "info", None)

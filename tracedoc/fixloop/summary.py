@@ -59,6 +59,7 @@ def predicted_vs_measured(
     incumbent_batch: int | None,
     candidate_step_ms: float | None,
     candidate_batch: int | None,
+    incumbent_profiled_step_ms: float | None = None,
 ) -> dict[str, float | None]:
     """A trial's predicted saving beside the measured one (the one place this is computed).
 
@@ -67,6 +68,10 @@ def predicted_vs_measured(
     change is compared per sample). ``ratio = measured / predicted`` (1.0: the rule's
     estimate was exact; ``None`` when either is missing or the prediction is 0).
     Step times are medians of the trial's A/B rounds, in ms.
+    ``predicted_saving_timed_ms = predicted_ms * incumbent_step_ms / incumbent_profiled_step_ms``:
+    the prediction, read off the incumbent's profiled trace, in the time base of the timed
+    rounds (first order: the profiler's overhead taken as spread evenly over the step);
+    ``None`` without the profiled step.
     """
     measured = None
     if incumbent_step_ms is not None and candidate_step_ms is not None:
@@ -75,7 +80,15 @@ def predicted_vs_measured(
     ratio = None
     if measured is not None and isinstance(predicted_ms, (int, float)) and predicted_ms:
         ratio = measured / predicted_ms
-    return {"predicted_saving_ms": predicted_ms, "measured_saving_ms": measured, "ratio": ratio}
+    timed = None
+    if isinstance(predicted_ms, (int, float)) and incumbent_step_ms is not None and incumbent_profiled_step_ms:
+        timed = predicted_ms * incumbent_step_ms / incumbent_profiled_step_ms
+    return {
+        "predicted_saving_ms": predicted_ms,
+        "measured_saving_ms": measured,
+        "ratio": ratio,
+        "predicted_saving_timed_ms": timed,
+    }
 
 
 #: A trial whose profiled steps average this factor above (or below) its timed step gets a
