@@ -155,17 +155,16 @@ def test_kill_term_leaves_summary_and_no_process(workload, tmp_path, sig, code):
 
 def test_second_signal_in_grace_period_kills_a_trial_that_ignores_sigterm(workload, tmp_path):
     out = tmp_path / "out"
-    proc = start_loop(workload, out, "--set", "mode=stubborn")
+    # a 600 s grace period: only the second interrupt can end this trial in time, on any host
+    proc = start_loop(workload, out, "--set", "mode=stubborn", "--kill-grace", "600")
     wait_for(out / "pids.txt")
     pids = [int(p) for p in (out / "pids.txt").read_text().split()]
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
-    time.sleep(1.0)  # inside the 5 s grace period: the trial ignores SIGTERM
+    time.sleep(1.0)  # inside the grace period: the trial ignores SIGTERM
     assert any(alive(p) for p in pids)
-    t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert time.monotonic() - t0 < 4.0  # escalated at once, not after the grace period
+    stdout, stderr = proc.communicate(timeout=120)  # escalated at once, not after the 600 s grace period
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert strict_json(out / "summary.json")["interrupted"] is True

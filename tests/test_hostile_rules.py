@@ -89,12 +89,25 @@ def test_good_templates_still_render():
     assert len(builtin_rules()) >= 7  # every shipped rule passes the stricter checks
 
 
-def test_expression_bounds_are_cheap():
-    t0 = time.perf_counter()
-    for src in ("not " * 100_000 + "x", "(" * 100_000 + "x" + ")" * 100_000, "-" * 100_000 + "x", "x\0"):
-        with pytest.raises(RuleError):
+def test_expression_bounds_are_cheap(monkeypatch):
+    """Huge expressions are refused before Python's parser sees them (no wall-clock bound:
+    the parser is never called, which holds on any host)."""
+    import tracedoc.engine.expr as expr_mod
+
+    real_parse = expr_mod.ast.parse
+    parsed: list[int] = []
+
+    def counting_parse(source, *a, **kw):
+        parsed.append(len(source))
+        return real_parse(source, *a, **kw)
+
+    monkeypatch.setattr(expr_mod.ast, "parse", counting_parse)
+    for src in ("not " * 100_000 + "x", "(" * 100_000 + "x" + ")" * 100_000, "-" * 100_000 + "x"):
+        with pytest.raises(RuleError, match="characters"):
             Expr(src)
-    assert time.perf_counter() - t0 < 5
+    assert parsed == []
+    with pytest.raises(RuleError):
+        Expr("x\0")
     assert Expr("(" * 50 + "x" + ")" * 50).names == {"x"}  # parentheses alone add no depth
 
 
@@ -102,21 +115,32 @@ def test_expression_bounds_are_cheap():
 
 
 @pytest.mark.parametrize(
-    "text, problem",
+    "text, problem, before_parse",
     [
-        ("a" + ".a" * 4000 + " = 1\n", "dotted parts"),  # 8 KB: about 1 s in tomllib, 20 s at 40 KB
-        ("[" + ".".join(['"k"'] * 100) + "]\nx = 1\n", "dotted parts"),
-        ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
-        ("code = = 1\n", "invalid TOML"),
-        ("# padding\n" * (MAX_RULE_FILE_BYTES // 10 + 1), "larger than"),
+        ("a" + ".a" * 4000 + " = 1\n", "dotted parts", True),  # 8 KB: about 1 s in tomllib, 20 s at 40 KB
+        ("[" + ".".join(['"k"'] * 100) + "]\nx = 1\n", "dotted parts", True),
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply", False),
+        ("code = = 1\n", "invalid TOML", False),
+        ("# padding\n" * (MAX_RULE_FILE_BYTES // 10 + 1), "larger than", True),
     ],
     ids=["long_dotted_key", "long_quoted_table", "deep_arrays", "syntax", "too_large"],
 )
-def test_toml_bounds(text, problem):
-    t0 = time.perf_counter()
+def test_toml_bounds(monkeypatch, text, problem, before_parse):
+    """The costly shapes (quadratic dotted keys, oversize files) are refused before tomllib
+    parses them; the rest are tomllib's own errors, reported as one RuleError."""
+    import tracedoc.engine.rules as rules_mod
+
+    real_loads = rules_mod.tomllib.loads
+    parsed: list[int] = []
+
+    def counting_loads(t, *a, **kw):
+        parsed.append(len(t))
+        return real_loads(t, *a, **kw)
+
+    monkeypatch.setattr(rules_mod.tomllib, "loads", counting_loads)
     with pytest.raises(RuleError, match=problem):
         parse_toml(text, "r.toml")
-    assert time.perf_counter() - t0 < 2
+    assert (parsed == []) is before_parse
 
 
 # ---- rule files and folders: regular files only; exit 2 before the trace is read ---------------
@@ -149,10 +173,8 @@ def test_fifo_in_a_rules_folder_refused_without_blocking(tmp_path):
 def test_device_as_rule_file_refused(tmp_path, dev):
     link = tmp_path / "dev.toml"
     link.symlink_to(dev)
-    t0 = time.perf_counter()
-    with pytest.raises(RuleError, match="not a regular file"):
+    with pytest.raises(RuleError, match="not a regular file"):  # refused from stat(), never opened
         load_rules([tmp_path])
-    assert time.perf_counter() - t0 < 2
 
 
 def test_oversized_and_non_utf8_rule_files(tmp_path):

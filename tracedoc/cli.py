@@ -82,6 +82,9 @@ def main_callback(
     ),
 ) -> None:
     """tracedoc: diagnose PyTorch Profiler (Kineto) traces."""
+    from tracedoc import hostfacts
+
+    hostfacts.check()  # a bad TRACEDOC_HOST_* value is one line and exit 2, before any work
 
 
 def exit_code_for(findings, fail_on: str, exit_zero: bool) -> int:

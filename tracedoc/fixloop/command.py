@@ -169,6 +169,11 @@ def fix_loop(
         "auto", "--device", help="Device for the workload's device field: auto, cpu, cuda, cuda:1, ..."
     ),
     timeout: float = typer.Option(900.0, "--timeout", help="Wall-clock limit of one trial, in seconds."),
+    kill_grace: float = typer.Option(
+        5.0,
+        "--kill-grace",
+        help="Seconds a stopped trial gets to exit after SIGTERM before SIGKILL (a second Ctrl-C kills at once).",
+    ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Reuse a non-empty --out: remove the earlier fix-loop run in it first."
     ),
@@ -208,6 +213,8 @@ def fix_loop(
         raise _fail(err, f"--format must be one of {', '.join(FORMATS)}, not {format_!r}")
     if not (math.isfinite(timeout) and math.isfinite(min_gain)):
         raise _fail(err, "--timeout and --min-gain must be finite numbers")
+    if not (math.isfinite(kill_grace) and 0 < kill_grace <= 3600):
+        raise _fail(err, "--kill-grace must be a number of seconds in (0, 3600]")
     if max_trials < 0 or timeout <= 0 or min_gain < 0:
         raise _fail(err, "--max-trials and --min-gain must be >= 0 and --timeout > 0")
     if ab_rounds < 5 or max_rounds < ab_rounds or max_rounds > 100:
@@ -220,7 +227,7 @@ def fix_loop(
             workload,
             sets,
             rules,
-            timeout,
+            (timeout, kill_grace),
             device,
             out,
             overwrite,
@@ -241,7 +248,7 @@ def _run(
     workload,
     sets,
     rules,
-    timeout,
+    limits,
     device,
     out,
     overwrite,
@@ -260,6 +267,7 @@ def _run(
     from tracedoc.fixloop.summary import render_markdown, render_notes, render_table
     from tracedoc.report.render import plural
 
+    timeout, kill_grace = limits
     analyze = None
     if rules:
         from tracedoc.errors import RuleError
@@ -272,7 +280,7 @@ def _run(
         except Exception as exc:  # noqa: BLE001 - a rule file the loader did not validate (e.g. knobs = 5)
             raise _fail(err, f"--rules: invalid rule file: {type(exc).__name__}: {exc}") from None
     try:
-        runner = SubprocessRunner(workload, timeout_s=timeout, analyze=analyze)
+        runner = SubprocessRunner(workload, timeout_s=timeout, analyze=analyze, kill_grace_s=kill_grace)
         spec = runner.describe()
         start_config(spec, sets, device)  # validate --set / --device before anything runs
     except TracedocError as exc:  # WorkloadError, RuleError

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from tracedoc import hostfacts
 
 #: File name of the trace each trial writes (gzipped Chrome trace, Kineto format).
 TRACE_NAME = "trace.pt.trace.json.gz"
@@ -33,9 +34,8 @@ HOST_METADATA_KEY = "tracedoc_host"
 #: :func:`measure` records no trace and times a single window (see docs/fix-loop.md).
 MEASURE_ONLY_ENV = "TRACEDOC_MEASURE_ONLY"
 
-#: CPU flags (``/proc/cpuinfo``) that mean the cores have bf16 matrix or dot-product units:
-#: Intel AMX (``amx_bf16``, Sapphire Rapids and later) and AVX-512 BF16 (Cooper Lake and later).
-BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+#: CPU flags that mean the cores have bf16 matrix or dot-product units (see :mod:`tracedoc.hostfacts`).
+BF16_CPU_FLAGS = hostfacts.BF16_CPU_FLAGS
 
 
 @dataclass(frozen=True)
@@ -111,58 +111,33 @@ def device_info(device: str) -> dict[str, Any]:
         info["bf16_supported"] = bool(torch.cuda.is_bf16_supported())
         info["total_memory_bytes"] = torch.cuda.get_device_properties(dev).total_memory
     else:
-        info["name"] = _cpu_model()
-        info["bf16_supported"] = any(f in _cpu_flags() for f in BF16_CPU_FLAGS)
+        info["name"] = hostfacts.cpu_model()
+        info["bf16_supported"] = hostfacts.bf16_matrix_units()
     return info
-
-
-def _cpuinfo_field(name: str) -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.split(":", 1)[0].strip() == name:
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
-def _cpu_model() -> str:
-    return _cpuinfo_field("model name") or platform.processor() or platform.machine()
-
-
-def _cpu_flags() -> list[str]:
-    """The CPU feature flags of ``/proc/cpuinfo`` (x86 ``flags``, Arm ``Features``); empty elsewhere."""
-    text = _cpuinfo_field("flags") or _cpuinfo_field("Features") or ""
-    return text.split()
 
 
 def host_info(dataloader_workers: int = 0, amp: str | None = None) -> dict[str, Any]:
     """The host facts the CPU rules read, as recorded in a trace's ``tracedoc_host`` metadata.
 
     Returns:
-        ``{"cpu_cores": int`` (CPUs this process may run on: its affinity mask),
+        ``{"cpu_cores": int`` (CPUs this process may run on: :func:`tracedoc.hostfacts.cpu_cores`),
         ``"intra_op_threads": int`` (``torch.get_num_threads()``), ``"inter_op_threads": int``,
         ``"dataloader_workers": int`` (as the workload says), ``"cpu_model": str``,
-        ``"cpu_flags": [str]`` (``/proc/cpuinfo``), ``"bf16_matrix_units": bool`` (any of
+        ``"cpu_flags": [str]`` (:func:`tracedoc.hostfacts.cpu_flags`), ``"bf16_matrix_units": bool`` (any of
         :data:`BF16_CPU_FLAGS`), ``"torch": str``, and ``"amp": str`` (the autocast dtype
         the workload ran with: ``"off"`` for fp32, ``"bf16"``, ``"fp16"``) when given``}``.
     """
     import torch
 
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS, Windows
-        cores = os.cpu_count() or 1
-    flags = _cpu_flags()
+    flags = hostfacts.cpu_flags()
     return {
-        "cpu_cores": cores,
+        "cpu_cores": hostfacts.cpu_cores(),
         "intra_op_threads": torch.get_num_threads(),
         "inter_op_threads": torch.get_num_interop_threads(),
         "dataloader_workers": int(dataloader_workers),
-        "cpu_model": _cpu_model(),
+        "cpu_model": hostfacts.cpu_model(),
         "cpu_flags": flags,
-        "bf16_matrix_units": any(f in flags for f in BF16_CPU_FLAGS),
+        "bf16_matrix_units": hostfacts.bf16_matrix_units(flags),
         "torch": torch.__version__,
         **({"amp": str(amp)} if amp is not None else {}),
     }

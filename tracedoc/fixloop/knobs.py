@@ -29,9 +29,10 @@ How a value is chosen (``search``):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
+
+from tracedoc import hostfacts
 
 SAFETY_ORDER = {"display-only": 0, "unsafe": 1, "safe": 2}
 
@@ -125,11 +126,8 @@ KNOB_TABLE: dict[str, Knob] = {
 
 
 def cpu_count() -> int:
-    """CPUs this process may run on (the affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS, Windows
-        return os.cpu_count() or 1
+    """CPUs this process may run on (:func:`tracedoc.hostfacts.cpu_cores`)."""
+    return hostfacts.cpu_cores()
 
 
 def worker_values(n_cpus: int) -> list[int]:

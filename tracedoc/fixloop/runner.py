@@ -169,6 +169,8 @@ class SubprocessRunner:
         timeout_s: wall-clock limit of one trial (s).
         analyze: trace path -> report dict; defaults to :func:`default_analyze`.
         python: the interpreter to run trials with (defaults to this one).
+        kill_grace_s: seconds a trial stopped by a timeout or an interrupt gets between
+            SIGTERM and SIGKILL (a second interrupt sends SIGKILL at once).
     """
 
     def __init__(
@@ -177,9 +179,11 @@ class SubprocessRunner:
         timeout_s: float = 900.0,
         analyze: Callable[[Path], dict[str, Any]] | None = None,
         python: str | None = None,
+        kill_grace_s: float = 5.0,
     ) -> None:
         self.workload = str(Path(workload).resolve())
         self.timeout_s = timeout_s
+        self.kill_grace_s = kill_grace_s
         self.analyze = analyze or default_analyze
         self.python = python or sys.executable
         self.env = trial_env(self.python)
@@ -266,10 +270,10 @@ class SubprocessRunner:
                             on_tick(elapsed)
                         if elapsed > self.timeout_s:
                             timed_out = True
-                            _kill_group(proc)
+                            _kill_group(proc, grace_s=self.kill_grace_s)
                             break
             except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP turned into one by the command
-                _kill_group(proc)
+                _kill_group(proc, grace_s=self.kill_grace_s)
                 outcome = TrialOutcome(
                     "interrupted", error="interrupted", elapsed_s=time.monotonic() - start, dir=str(trial_dir)
                 )

@@ -37,6 +37,7 @@ from typing import Any, Callable
 import msgspec
 import numpy as np
 
+from tracedoc import hostfacts
 from tracedoc.load.categories import (
     KIND_GPU_ANNOTATION,
     KIND_IGNORED,
@@ -500,7 +501,7 @@ def parallel_parts(data: Any, workers: int | None = None) -> int:
     """How many parts to decode ``data`` in: 1 unless it is large, the platform can
     ``fork`` (Linux), and there is more than one CPU."""
     if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = hostfacts.cpu_cores()
     if workers < 2 or len(data) < PARALLEL_MIN_BYTES or not sys.platform.startswith("linux"):
         return 1
     return int(min(workers, max(1, len(data) // (PARALLEL_MIN_BYTES // 2))))

@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable
 
+from tracedoc import hostfacts
 from tracedoc.errors import TracedocError, TraceLoadError
 from tracedoc.ranks.discover import Discovery, discover
 from tracedoc.ranks.job import RankResult, analyze_one
@@ -92,7 +93,7 @@ def run_dask(
 
             import tracedoc.engine  # noqa: F401  (imported once here, inherited by the forked workers)
 
-            n = workers or min(os.cpu_count() or 1, max(1, len(files)))
+            n = workers or min(hostfacts.cpu_cores(), max(1, len(files)))
             # fork, not Dask's default spawn: a spawned worker and its nanny re-import
             # distributed, pandas and tracedoc (about 3 s of CPU per worker, measured in
             # docs/scale.md); forked ones inherit them, as the process pool's workers do
@@ -221,7 +222,7 @@ def analyze_inputs(
         "min_saving_ms": min_saving_ms,
         "min_saving_share": min_saving_share,
     }
-    n_jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
+    n_jobs = max(1, min(jobs or hostfacts.cpu_cores(), len(files)))
     t0 = time.perf_counter()
     if scheduler:
         results = run_dask(files, kwargs, scheduler, workers=jobs, progress=progress)
