@@ -196,7 +196,10 @@ def test_independent_figures(name):
         # also encloses the bias-gradient reduction); tracedoc's eligible ops are a subset of
         # that, so its share is at most the golden one and equal where no such wrapper exists.
         assert s["tc_eligible_kernel_share"] <= k["conv_matmul_time_share"] + 1e-3
-        if name.startswith(("v100_resnet50_workers", "a100", "legacy", "v100_ddp_memory")):
+        # tracedoc leaves layout transposes out of GEMM/conv work (docs/kernel-classes.md); the
+        # plugin's reading counts them: a100_alexnet's 12 cuDNN nchwToNhwc/nhwcToNchw kernels
+        # under conv ops are 0.026 of its kernel time, so there the share is only at most the golden one
+        if name.startswith(("v100_resnet50_workers", "legacy", "v100_ddp_memory")):
             assert s["tc_eligible_kernel_share"] == pytest.approx(k["conv_matmul_time_share"], abs=1e-3)
     if g["memory"]:
         assert s["peak_memory_share"] == pytest.approx(g["memory"]["peak_share"], abs=1e-4)

@@ -3,8 +3,8 @@ real kernel names (positives) and CUDA-core / vector-ALU kernels that must not m
 
 Where the positives come from: the fixtures in fixtures/ (Hopper, Ampere, MI250, MI300X
 traces), kernel names quoted in public profiles of cuBLASLt, CUTLASS 3.x, FlashAttention 3,
-DeepGEMM, FBGEMM, hipBLASLt and Composable Kernel, and CUTLASS's own collective type names
-(MainloopSm90TmaGmmaWarpSpecialized, MainloopSm100TmaUmmaWarpSpecialized)."""
+DeepGEMM, FBGEMM, hipBLASLt and Composable Kernel, MIOpen's kernel files, and CUTLASS's own
+collective type names (MainloopSm90TmaGmmaWarpSpecialized, MainloopSm100TmaUmmaWarpSpecialized)."""
 
 from __future__ import annotations
 
@@ -80,6 +80,17 @@ POSITIVES = {
         "_ZN7ck_tile6kentryILi1ENS_10GemmKernelINS_21GemmPipelineAgBgCrCompV3",
         "void rocwmma_mfma_gemm<__half, float>",
     ],
+    "amd_miopen_xdlops": [
+        # MIOpen's xdlops implicit-GEMM convolutions, one per direction (kernel names as the
+        # files in MIOpen src/kernels/dynamic_igemm/igemm_gtc_xdlops_nhwc/{bwd,wrw}_fp16/ and
+        # src/kernels/dynamic_igemm/igemm_gtc_bwd/ name them)
+        "igemm_fwd_gtcx_nchw_fp32_bx0_ex1_bt128x128x16_wt32x32x2",
+        "igemm_bwd_gtcx_nhwc_fp16_bx0_ex0_bt128x128x32_wt32x32x8_ws1x1_wr2x2_ta1x8x2x1_1x4x1x64_tb1x8x1x2_1x4x1x64",
+        "igemm_bwd_gtcx_nchw_fp32_bx16_ex0_bt128x128x16_wt32x32x1_ws1x1_wr2x2_ta2x1x1x4_1x8x1x32_tb2x1x1x4_1x8x1x32",
+        "igemm_wrw_gtcx_nhwc_fp16_bx0_ex0_bt64x32x32_wt16x16x16_ws1x1_wr2x1_ta1x4x1x2_1x8x1x32_tb1x4x1x1_1x8x1x32",
+        # gfx94x generation (gtcx3), as MIOpen's ConvAsmImplicitGemmGTCDynamicFwdXdlopsNHWC names it
+        "igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt128x128x32_wt32x32x8_ws1x1_wr2x2_ta1x8x2x1_1x4x1x64_tb1x8x2x1_1x4x1x64_gkgs",
+    ],
 }
 NEGATIVES = [
     "volta_sgemm_128x64_nn",
@@ -103,6 +114,20 @@ NEGATIVES = [
     "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
     "cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1",
     "void implicit_convolve_sgemm<float, float, 1024, 6, 7, 3, 3, 5, 1, false, true, true>(int)",
+    # MIOpen's non-xdlops implicit GEMM (vector ALU): "gtc" without the x, no wave tile (the stem
+    # of MIOpen's src/kernels/dynamic_igemm/igemm_gtc_bwd/igemm_bwd_gtc_gfx908_064x064.inc)
+    "igemm_bwd_gtc_gfx908_064x064",
+    # constructed: "wt" inside another word is not a wave tile
+    "void hwt32x32x8_filter_kernel<float>",
+    # layout transforms are neither Tensor Core nor GEMM work (MIOpen, cuDNN: see
+    # [layout_transform_kernels]); the cuDNN ones are from the h100_* fixtures
+    "batched_transpose_32x32_half",
+    "batched_transpose_16x16_dword",
+    "transpose_NCHW2NHWC",
+    "transpose_NHWC2NCHW",
+    "general_4d_reorder_1x256_dword_r0132",
+    "void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, __nv_bfloat16, float, false, true, "
+    "(cudnnKernelDataType_t)0>(cudnn::engines_precompiled::nchw2nhwc_params_t<float>, __nv_bfloat16 const*)",
 ]
 
 
@@ -157,6 +182,15 @@ def test_every_family_cites_a_source():
 )
 def test_amd_gemm_kernels_are_eligible(name, eligible):
     assert bool(compiled("tensor_core_eligible_kernels").search(name)) is eligible
+
+
+@pytest.mark.parametrize("pattern", patterns()["tensor_core_kernels"]["amd_miopen_xdlops"])
+def test_each_miopen_xdlops_pattern_matches_on_its_own(pattern):
+    # both the gtcx name and the wave-tile token recognise the MIOpen positives by themselves
+    import re
+
+    one = re.compile(pattern, re.I)
+    assert all(one.search(name) for name in POSITIVES["amd_miopen_xdlops"]), pattern
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,9 @@ The launching op is the innermost ``cpu_op`` that contains the runtime call's st
 A kernel is a *Tensor Core* kernel when its name matches ``[tensor_core_kernels]`` and not
 ``[tensor_core_exclusions]``. A kernel is *Tensor-Core-eligible* when any enclosing op (innermost or outer) is a
 GEMM/convolution/attention op (patterns in ``patterns.toml``), or when its own name
-says it is a GEMM or a convolution.
+says it is a GEMM or a convolution. A layout transform (``[layout_transform_kernels]``: NCHW <-> NHWC
+transposes, batched transposes, tensor reorders) is neither, whichever op launched it: it moves
+data and multiplies nothing.
 """
 
 from __future__ import annotations
@@ -41,10 +43,46 @@ def compiled(table: str) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in pats), re.IGNORECASE)
 
 
+def is_layout_transform_kernel(name: str) -> bool:
+    """Whether a kernel only changes a tensor's memory layout (an NCHW <-> NHWC transpose, a
+    batched transpose, a tensor reorder): a pattern of ``[layout_transform_kernels]``
+    (patterns.toml, where each family names its source) matches the name.
+
+    Args:
+        name: one kernel name.
+
+    Returns:
+        True for a layout transform; such a kernel is neither GEMM/conv work nor a Tensor Core kernel.
+    """
+    return bool(compiled("layout_transform_kernels").search(name))
+
+
 def is_tensor_core_kernel(name: str) -> bool:
     """Whether a kernel name is a Tensor Core / matrix-core kernel: it matches a family of
-    ``[tensor_core_kernels]`` and no pattern of ``[tensor_core_exclusions]`` (patterns.toml)."""
-    return bool(compiled("tensor_core_kernels").search(name)) and not compiled("tensor_core_exclusions").search(name)
+    ``[tensor_core_kernels]`` and no pattern of ``[tensor_core_exclusions]`` or
+    ``[layout_transform_kernels]`` (patterns.toml)."""
+    return (
+        bool(compiled("tensor_core_kernels").search(name))
+        and not compiled("tensor_core_exclusions").search(name)
+        and not is_layout_transform_kernel(name)
+    )
+
+
+def is_low_precision_gemm_kernel(name: str) -> bool:
+    """Whether a kernel name says its inputs are 16-bit or narrower (fp16, bf16, fp8, int8): a
+    pattern of ``[low_precision_gemm_inputs]`` (patterns.toml, with the naming sources) matches.
+
+    Meant for kernels already known to be GEMM/conv work (``eligible`` in :func:`kernel_ops`);
+    on other kernels the type tokens say nothing about matmul inputs.
+
+    Args:
+        name: one kernel name.
+
+    Returns:
+        True when the name carries a 16-bit-or-narrower input type; False when it carries none
+        (fp32 and TF32 kernels, and names that say nothing about their type).
+    """
+    return bool(compiled("low_precision_gemm_inputs").search(name))
 
 
 def _match(ctx: SignalContext, frame: str, table: str) -> np.ndarray:
@@ -113,7 +151,15 @@ def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
 
 
 def kernel_ops(ctx: SignalContext) -> pd.DataFrame:
-    """Kernels with their launching op: name, device, ts_us, dur_us, end_us, op, tensor_core, eligible."""
+    """Kernels with their launching op, one row per row of ``trace.kernels`` (in order).
+
+    Columns: name, device, ts_us, dur_us, end_us (µs), correlation, op (innermost launching
+    ``cpu_op`` or None), op_eligible (an enclosing op is GEMM/conv/attention), layout (a layout
+    transform, :func:`is_layout_transform_kernel`), tensor_core (:func:`is_tensor_core_kernel`),
+    eligible (GEMM/conv/attention work: op_eligible, a Tensor Core kernel or a GEMM/conv kernel
+    name, and not a layout transform), low_precision (eligible and
+    :func:`is_low_precision_gemm_kernel`).
+    """
 
     def build() -> pd.DataFrame:
         from tracedoc.signals.steps import gpu_events
@@ -129,12 +175,16 @@ def kernel_ops(ctx: SignalContext) -> pd.DataFrame:
         out["op"] = np.where(linked, ro["op"].to_numpy()[safe], None) if len(ro) else None
         out["op_eligible"] = (linked & ro["eligible"].to_numpy()[safe]) if len(ro) else False
         # out's rows are trace.kernels' rows, in order: the masks over trace.kernels apply
+        layout = cached_name_mask(ctx, "kernels", "layout_transform", is_layout_transform_kernel)
+        out["layout"] = layout
         out["tensor_core"] = cached_name_mask(ctx, "kernels", "tensor_core", is_tensor_core_kernel)
         out["eligible"] = (
             out["op_eligible"].to_numpy()
             | out["tensor_core"].to_numpy()
             | _match(ctx, "kernels", "tensor_core_eligible_kernels")
-        )
+        ) & ~layout
+        low = cached_name_mask(ctx, "kernels", "low_precision_gemm", is_low_precision_gemm_kernel)
+        out["low_precision"] = out["eligible"].to_numpy() & low
         return out
 
     return ctx.cached("kernel_ops", build)

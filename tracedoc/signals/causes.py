@@ -1,5 +1,5 @@
 """Evidence for the host-side causes of the idle ledger: blocking calls, the allocator,
-start-up work, compiled models and step-time outliers.
+start-up work, compiled models (whether, and how much of the kernel time) and step-time outliers.
 
 The time each cause costs the GPU is its ledger slice (``idle_<cause>_ms``,
 :mod:`tracedoc.signals.ledger`); the signals here say *what* caused it (which calls,
@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
+from tracedoc.signals.intervals import merge
 from tracedoc.signals.ledger import BLOCKING_OPS, _runtime_classes, primary_ledger
-from tracedoc.signals.steps import complete_mask, has_steps, in_complete_steps, step_windows
+from tracedoc.signals.steps import complete_mask, gpu_events, has_steps, in_complete_steps, step_windows
 from tracedoc.signals.strings import cached_name_mask, frame_threads
 
 #: Names that show the model was compiled with torch.compile (TorchDynamo + Inductor annotate
@@ -180,9 +181,102 @@ def torch_compiled(ctx: SignalContext) -> bool:
     """Whether the model runs compiled (torch.compile): the trace has Dynamo/AOTAutograd regions
     (``Torch-Compiled Region``, ``CompiledFunction``, ``CompiledFxGraph``) or Inductor's Triton
     kernels (``triton_poi_``/``triton_per_``/``triton_red_``/``triton_tem_``)."""
-    if cached_name_mask(ctx, "ops", "compiled_region", lambda n: any(m in n for m in COMPILED_MARKERS)).any():
+    if cached_name_mask(ctx, "ops", "compiled_region", _is_compiled_region).any():
         return True
-    return bool(cached_name_mask(ctx, "kernels", "triton", lambda n: n.startswith(TRITON_KERNEL_PREFIXES)).any())
+    return bool(cached_name_mask(ctx, "kernels", "triton", _is_inductor_triton_kernel).any())
+
+
+def _is_compiled_region(name: str) -> bool:
+    return any(m in name for m in COMPILED_MARKERS)
+
+
+def _is_inductor_triton_kernel(name: str) -> bool:
+    return name.startswith(TRITON_KERNEL_PREFIXES)
+
+
+def compiled_launch_mask(ctx: SignalContext) -> np.ndarray:
+    """Boolean mask over ``trace.runtime``: the runtime call starts inside a compiled region on its
+    own thread (same pid/tid, ``op.ts_us <= call.ts_us <= op.end_us``).
+
+    A compiled region is any op, annotation or Python-function span of ``trace.ops`` whose name
+    contains a :data:`COMPILED_MARKERS` entry: Dynamo's ``Torch-Compiled Region``, AOTAutograd's
+    ``CompiledFunction`` (forward, on the calling thread) and ``CompiledFunctionBackward`` (on the
+    autograd engine's thread), Inductor's ``## Call CompiledFxGraph ...`` annotation. Containment
+    is the same test :func:`tracedoc.signals.attribution.runtime_ops` uses for enclosing ops.
+
+    Returns:
+        ``bool`` array of ``len(trace.runtime)`` (all False without compiled regions).
+    """
+
+    def build() -> np.ndarray:
+        t = ctx.trace
+        rt = t.runtime
+        out = np.zeros(len(rt), dtype=bool)
+        marker = cached_name_mask(ctx, "ops", "compiled_region", _is_compiled_region)
+        if not len(rt) or not marker.any():
+            return out
+        rt_codes, rt_labels = frame_threads(ctx, "runtime")
+        op_codes, op_labels = frame_threads(ctx, "ops")
+        op_code_of = {lab: i for i, lab in enumerate(op_labels)}
+        o_ts, o_end = t.ops["ts_us"].to_numpy(dtype=float), t.ops["end_us"].to_numpy(dtype=float)
+        r_ts = rt["ts_us"].to_numpy(dtype=float)
+        for rc, key in enumerate(rt_labels):
+            oc = op_code_of.get(key)
+            if oc is None:
+                continue
+            sel = marker & (op_codes == oc)
+            if not sel.any():
+                continue
+            s, e = merge(o_ts[sel], o_end[sel])
+            if not s.size:
+                continue
+            r_idx = np.flatnonzero(rt_codes == rc)
+            x = r_ts[r_idx]
+            k = np.searchsorted(s, x, side="right") - 1
+            out[r_idx] = (k >= 0) & (x <= e[np.maximum(k, 0)])
+        return out
+
+    return ctx.cached("compiled_launch_mask", build)
+
+
+@signal("share")
+def compiled_kernel_share(ctx: SignalContext) -> float:
+    """Share of compute-kernel time launched from compiled (torch.compile) regions, 0..1.
+
+    Kernels: the primary device's kernels that start inside the complete step windows
+    (:func:`tracedoc.signals.tensor_core.window_kernels`), communication kernels (NCCL/RCCL, ...)
+    left out of both sums: they are launched by the communication library, not by the model's
+    code, and their time is mostly waiting for peers. A kernel is *compiled* when its launching
+    runtime call (the one ``args.correlation`` join, :func:`tracedoc.signals.links.link_launches`)
+    starts inside a compiled region on the launching thread (:func:`compiled_launch_mask`), or
+    when it is one of Inductor's Triton kernels (``triton_poi_``/``triton_per_``/``triton_red_``/
+    ``triton_tem_``: only Inductor-generated code launches them). Share = summed durations (µs) of
+    compiled kernels / summed durations of all of them.
+
+    Any Dynamo marker makes ``torch_compiled`` true; this share says how much of the GPU work the
+    compiled regions actually launch (a model whose optimizer step, data movement or most layers
+    run eagerly has a low share). ``launch-bound-compiled`` needs it above 0.5 (most kernel time).
+
+    Raises:
+        SignalUnavailable: no kernel time inside the step windows, or only communication kernels.
+    """
+    from tracedoc.signals.tensor_core import window_kernels
+
+    ko = window_kernels(ctx)
+    k = ctx.trace.kernels
+    pos = gpu_events(ctx)["rt_pos"].to_numpy()[: len(k)]  # gpu_events lists the kernels first
+    linked = pos >= 0
+    launched = np.zeros(len(k), dtype=bool)
+    launched[linked] = compiled_launch_mask(ctx)[pos[linked]]
+    compiled = launched | cached_name_mask(ctx, "kernels", "triton", _is_inductor_triton_kernel)
+    comm = gpu_events(ctx)["comm"].to_numpy(dtype=bool)[: len(k)]
+    rows = ko.index.to_numpy()
+    keep = ~comm[rows]
+    dur = ko["dur_us"].to_numpy(dtype=float)[keep]
+    total = float(dur.sum())
+    if total <= 0:
+        raise SignalUnavailable("no compute-kernel time inside the step windows")
+    return float(dur[compiled[rows][keep]].sum() / total)
 
 
 @signal("ratio", scope="steps")

@@ -1,9 +1,12 @@
-"""Tensor Core signals: how much kernel time runs on Tensor Cores, and how much could.
+"""Tensor Core signals: how much kernel time runs on Tensor Cores, how much could, and how much
+of the GEMM/conv work already has 16-bit inputs.
 
 Kernel classes come from name patterns kept as data in ``patterns.toml``; the
 launching op comes from :mod:`tracedoc.signals.attribution`. All shares are of the
 total kernel time of the primary device's kernels that start inside the (complete) step
-windows. "Tensor Core" covers NVIDIA Tensor Cores and AMD CDNA matrix cores (MFMA).
+windows (``tc_eligible_low_precision_share``: of their GEMM/conv time). "Tensor Core" covers
+NVIDIA Tensor Cores and AMD CDNA matrix cores (MFMA); layout transposes are neither Tensor
+Core nor GEMM/conv work.
 """
 
 from __future__ import annotations
@@ -46,12 +49,21 @@ def _primary_kernel_mask(ctx: SignalContext) -> np.ndarray:
     return m
 
 
-def _window_kernels(ctx: SignalContext) -> pd.DataFrame:
-    # filtered once per context: six signals read it
+def window_kernels(ctx: SignalContext) -> pd.DataFrame:
+    """Rows of :func:`~tracedoc.signals.attribution.kernel_ops` for the primary device's kernels
+    that start inside a complete step window (cached per context; the same columns).
+
+    Raises:
+        SignalUnavailable: no kernel, or no kernel time, inside the step windows.
+    """
+    # filtered once per context: the Tensor Core signals and compiled_kernel_share read it
     ko = ctx.cached("window_kernels", lambda: kernel_ops(ctx)[_primary_kernel_mask(ctx)])
     if not len(ko) or ko["dur_us"].sum() <= 0:
         raise SignalUnavailable("no kernel time inside the step windows")
     return ko
+
+
+_window_kernels = window_kernels  # the older private name (tracedoc.signals.attention imports it)
 
 
 def union_ms_per_step(ctx: SignalContext, starts: np.ndarray, ends: np.ndarray) -> float:
@@ -110,24 +122,55 @@ def has_tensor_cores(ctx: SignalContext) -> bool:
 
 @signal("share")
 def tensor_core_kernel_share(ctx: SignalContext) -> float:
-    """Kernel time of Tensor Core kernels (name patterns) / all kernel time in the steps (0..1)."""
-    ko = _window_kernels(ctx)
+    """Kernel time of Tensor Core kernels (name patterns; layout transforms never count) / all
+    kernel time in the steps (0..1)."""
+    ko = window_kernels(ctx)
     return float(ko.loc[ko["tensor_core"], "dur_us"].sum() / ko["dur_us"].sum())
 
 
 @signal("share")
 def tc_eligible_kernel_share(ctx: SignalContext) -> float:
-    """Kernel time from Tensor-Core-eligible work (GEMM/conv/attention ops or kernels) / all kernel time (0..1)."""
-    ko = _window_kernels(ctx)
+    """Kernel time from Tensor-Core-eligible work (GEMM/conv/attention ops or kernels, layout
+    transforms excluded) / all kernel time (0..1)."""
+    ko = window_kernels(ctx)
     return float(ko.loc[ko["eligible"], "dur_us"].sum() / ko["dur_us"].sum())
 
 
 @signal("share")
 def tc_eligible_non_tc_share(ctx: SignalContext) -> float:
     """Kernel time that is eligible but not on Tensor Core kernels / all kernel time (0..1)."""
-    ko = _window_kernels(ctx)
+    ko = window_kernels(ctx)
     m = ko["eligible"] & ~ko["tensor_core"]
     return float(ko.loc[m, "dur_us"].sum() / ko["dur_us"].sum())
+
+
+@signal("share")
+def tc_eligible_low_precision_share(ctx: SignalContext) -> float:
+    """Share of GEMM/convolution kernel time whose inputs are already 16-bit or narrower (0..1).
+
+    Numerator: summed durations (µs) of the eligible kernels (GEMM/conv/attention work, layout
+    transforms excluded; :func:`~tracedoc.signals.attribution.kernel_ops`) whose names carry a
+    16-bit-or-narrower input type: ``[low_precision_gemm_inputs]`` of ``patterns.toml`` (fp16/bf16
+    tokens of cuBLAS/cuDNN/CUTLASS/MIOpen names, ``h884``/``hgemm`` HMMA kernels, ``__half`` /
+    ``__nv_bfloat16`` / ``c10::BFloat16`` / ``ck::half_t`` template arguments, Tensile's
+    ``Cijk_..._BBS``/``HB`` type fields, FlashAttention, FP8/INT8 GEMMs; each family cites its
+    source there). Denominator: summed durations of all eligible kernels. Both over the primary
+    device's kernels that start inside the complete step windows. A kernel whose name states no
+    type counts as not 16-bit (fp32 kernels such as ``volta_sgemm_*`` state none either).
+
+    The dtype comes from kernel names only: the loader does not keep the ``Input type`` argument
+    of CPU ops (``record_shapes=True`` traces), so op-recorded types are not read.
+
+    Returns 0.0 when the steps hold no GEMM/convolution kernel time (nothing is 16-bit).
+
+    Raises:
+        SignalUnavailable: no kernel time inside the step windows.
+    """
+    ko = window_kernels(ctx)
+    elig = ko.loc[ko["eligible"], "dur_us"].sum()
+    if elig <= 0:
+        return 0.0
+    return float(ko.loc[ko["low_precision"], "dur_us"].sum() / elig)
 
 
 @signal("ms")
@@ -137,7 +180,7 @@ def tc_eligible_non_tc_ms(ctx: SignalContext) -> float:
 
     Kernels overlapping on several streams count once, so this never exceeds the step time.
     """
-    ko = _window_kernels(ctx)
+    ko = window_kernels(ctx)
     m = (ko["eligible"] & ~ko["tensor_core"]).to_numpy()
     return union_ms_per_step(ctx, ko["ts_us"].to_numpy()[m], ko["end_us"].to_numpy()[m])
 
@@ -145,7 +188,7 @@ def tc_eligible_non_tc_ms(ctx: SignalContext) -> float:
 @signal("table")
 def top_non_tc_eligible_kernels(ctx: SignalContext) -> list[dict]:
     """The eligible kernels not on Tensor Cores with the most time: kernel, op, ms per step, count per step."""
-    ko = _window_kernels(ctx)
+    ko = window_kernels(ctx)
     ko = ko[ko["eligible"] & ~ko["tensor_core"]]
     n = max(int(complete_mask(ctx).sum()), 1)
     g = ko.groupby("name").agg(ms=("dur_us", "sum"), count=("dur_us", "size"))
