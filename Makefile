@@ -19,6 +19,7 @@ $(VENV)/.core: pyproject.toml | $(BIN)/python
 
 # analyzer + workloads (torch, torchvision) + pytest
 $(VENV)/.all: pyproject.toml | $(BIN)/python
+	@echo "make: installing into $(VENV): tracedoc, torch and torchvision from PyPI (its CUDA build, about 5.5 GB; the tests run it on the CPU), pytest, ruff, hypothesis, plotly, dask, pyarrow" >&2
 	$(BIN)/python -m pip install -q -e '.[dev,workloads]'
 	touch $@ $(VENV)/.core
 
@@ -34,7 +35,7 @@ lint: $(VENV)/.all
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "make: installing chromium for the HTML report test" >&2; \
+	    echo "make: installing Debian's chromium with apt-get (about 300 MB) for the HTML report test" >&2; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "make test: the HTML report test needs chromium (sudo apt-get install chromium)" >&2; exit 1; fi; }
 
