@@ -29,7 +29,7 @@ def test_json_report_fields_and_exit_1(dl_trace):
     r = run("analyze", dl_trace, "--format", "json")
     assert r.returncode == 1, r.stderr
     d = json.loads(r.stdout)
-    assert d["schema_version"] == 1
+    assert d["schema_version"] == 2
     assert {"trace", "signals", "findings", "skipped", "units", "steps"} <= set(d)
     f = d["findings"][0]
     assert {"code", "name", "severity", "message", "estimated_saving_ms", "evidence", "fix"} <= set(f)

@@ -137,7 +137,7 @@ def test_real_pair_own_slice_and_where_the_step_change_went(pair_json):
     # what the rest of the step gained, and the parts that grew, largest first
     assert r["offset_ms"] == pytest.approx(fell - r["measured_saving_ms"], abs=1e-2)
     grew = [p["name"] for p in r["offset_by"]]
-    assert grew[:3] == ["launch_overhead", "blocking_sync", "untraced"]
+    assert grew[:3] == ["launch_overhead", "pageable_h2d", "untraced"]
     assert "dataloader" not in grew
     assert all(p["change_ms"] >= 0.5 for p in r["offset_by"])
 
@@ -152,8 +152,8 @@ def test_real_pair_text_and_markdown_show_predicted_vs_measured():
     assert m.returncode == 0, m.stderr
     assert "| TD101 `dataloader-stall` | 58.7 | 57.5 | 1.02 | 36.5 | 1.61 | 50.8 | 1.16 |" in m.stdout
     assert "its slice (idle:dataloader) fell 57.5 ms of the 58.7 predicted" in m.stdout
-    assert "the rest of the step grew 21.0 ms (launch_overhead +8.9, blocking_sync +6.1" in m.stdout
-    assert "the rest of the step grew 21.0 ms (launch_overhead +8.9, blocking_sync +6.1" in out
+    assert "the rest of the step grew 21.0 ms (launch_overhead +8.9, pageable_h2d +6.1" in m.stdout
+    assert "the rest of the step grew 21.0 ms (launch_overhead +8.9, pageable_h2d +6.1" in out
 
 
 # ------------------------------------------------------------------- hand-built reports

@@ -66,7 +66,7 @@ def test_ddp_memory_events_low_memory_use():
     # the low memory use is real, but the launch overhead a larger batch would amortise is
     # already claimed by launch-bound-compiled (CUDA graphs): what is left is below the floor
     assert "low-gpu-memory-use" not in names("v100_ddp_memory_events.pt.trace.json.gz")
-    assert "low-gpu-memory-use" in [f.name for f in r.below_floor]
+    assert "low-gpu-memory-use" in [a.name for a in r.also_true]
     assert "launch-bound-compiled" in names("v100_ddp_memory_events.pt.trace.json.gz")
 
 
@@ -252,24 +252,13 @@ def test_workers4_launch_bound_claims_the_launch_overhead_slice_alone():
     )
     led = r.idle_ledger["cuda:0"]
     # the 40 ms blocking pageable copy and zero_grad are other slices, claimed by other rules
-    assert led["blocking_sync"] > 6.0 and led["zero_grad"] > 5.0
+    assert led["pageable_h2d"] > 6.0 and led["zero_grad"] > 5.0
     assert saving("v100_resnet50_workers4.pt.trace.json.gz", "pageable-h2d-copy") == pytest.approx(
         r.signals["idle_pageable_h2d_ms"], abs=1e-3
     )
     assert saving("v100_resnet50_workers4.pt.trace.json.gz", "zero-grad-kernels") == pytest.approx(
         led["zero_grad"], abs=1e-3
     )
-
-
-def test_sglang_blocking_copy_ranked_first_and_not_launch_bound():
-    n = "mi300x_sglang_qwen3_prefill_decode.pt.trace.json.gz"
-    assert names(n)[0] == "blocking-sync"
-    assert "launch-bound-gpu-idle" not in names(n)
-    top = report(n).findings[0].evidence["top_blocking_calls"][0]
-    # PROVENANCE: hipMemcpyWithStream holds the CPU 493 ms; it comes from an aten::to in sglang's code
-    assert top["call"] == "hipMemcpyWithStream" and top["op"] == "aten::to"
-    assert top["ms_per_step"] == pytest.approx(493.2, abs=0.1)
-    assert "forward_batch_info.py" in top["python"]
 
 
 def test_a100_alexnet_warmup_first():
@@ -301,7 +290,9 @@ def test_ddp_exposed_communication_and_compiled_model_advice():
 FIRES_ON = {
     "dataloader-stall": ("v100_resnet50_workers0.pt.trace.json.gz", "v100_resnet50_workers4.pt.trace.json.gz"),
     "pageable-h2d-copy": ("v100_resnet50_workers4.pt.trace.json.gz", "v100_resnet50_ddp_gpu_bound.pt.trace.json.gz"),
-    "blocking-sync": ("mi300x_sglang_qwen3_prefill_decode.pt.trace.json.gz", "v100_resnet50_workers0.pt.trace.json.gz"),
+    # the SGLang trace's 493 ms blocking copy waits on queued work (tests/test_ledger_truth.py): no
+    # fixture has a blocking call that holds work back; built traces in test_ledger.py do
+    "blocking-sync": (None, "mi300x_sglang_qwen3_prefill_decode.pt.trace.json.gz"),
     "launch-bound-gpu-idle": ("v100_resnet50_workers4.pt.trace.json.gz", "v100_resnet50_workers0.pt.trace.json.gz"),
     "launch-bound-compiled": ("v100_ddp_memory_events.pt.trace.json.gz", "v100_resnet50_workers4.pt.trace.json.gz"),
     "zero-grad-kernels": ("v100_resnet50_workers0.pt.trace.json.gz", "v100_resnet50_ddp_gpu_bound.pt.trace.json.gz"),
@@ -320,10 +311,12 @@ FIRES_ON = {
 
 @pytest.mark.parametrize("rule", sorted(FIRES_ON))
 def test_rule_on_real_traces(rule):
+    """The rule's condition holds on one trace (ranked, or also true when another finding claims
+    its time) and not on the other."""
     fires, quiet = FIRES_ON[rule]
     if fires is not None:
-        assert rule in names(fires)
-    assert rule not in names(quiet)
+        assert rule in names(fires) + [a.name for a in report(fires).also_true]
+    assert rule not in names(quiet) + [a.name for a in report(quiet).also_true]
 
 
 def test_ddp_exposed_communication_against_a_stdlib_derivation():

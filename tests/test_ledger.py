@@ -14,6 +14,7 @@ import tracedoc
 from tracedoc.engine.claims import apply_floors, grant_savings
 from tracedoc.engine.rules import Finding, Fix
 from tracedoc.signals import SignalContext, SignalUnavailable
+from tracedoc.signals import ledger as ledger_mod
 from tracedoc.signals.ledger import LEDGER_KEYS, idle_ledger
 from tracedoc.signals.steps import gpu_events, step_windows
 
@@ -62,7 +63,7 @@ def test_dataloader_slice_is_the_time_in_next_with_nothing_queued(tmp_path):
     assert c.get("idle_dataloader_ms") == pytest.approx(0.4)
 
 
-def test_blocking_call_owns_the_idle_even_with_work_queued_and_the_refill_after_it(tmp_path):
+def test_queued_work_owns_the_idle_while_the_cpu_blocks_and_the_refill_after_it(tmp_path):
     b = TraceBuilder()
     b.step(1, 0, 1000)
     b.kernel("A", 0, 10, 90)  # queued 5..10, runs 10..100
@@ -72,20 +73,140 @@ def test_blocking_call_owns_the_idle_even_with_work_queued_and_the_refill_after_
     b.kernel("C", 480, 500, 100)  # launched inside aten::add, queued 485..500, runs 500..600
     c = ctx_of(b, tmp_path)
     # idle 0..10: 0..5 launch call (launch_overhead), 5..10 queued in a 10 µs hole (kernel_wait)
-    # 100..300: inside the sync -> blocking_sync 200, although B is queued
-    # 300..350: B queued, hole 100..350 is 250 µs -> other_idle 50
-    # 400..480: refill after the sync (until the next launch at 480) -> blocking_sync 80
+    # 100..350: B is queued: the GPU does not wait on the host, whatever the CPU does: the hole
+    #   100..350 is 250 µs -> other_idle 250 (the sync waits on the GPU's queue, not the reverse)
+    # 400..480: nothing queued; refill after the sync (aten::add, from 300, launches C: no other
+    #   work starts before the launch at 480) -> blocking_sync 80
     # 480..485: launch call -> launch_overhead 5; 485..500 queued, hole 100 µs -> other_idle 15
     # 600..1000: nothing on the thread -> untraced 400
     assert ledger_us(c) == {
         "launch_overhead": 10,
         "kernel_wait": 5,
-        "blocking_sync": 280,
-        "other_idle": 65,
+        "blocking_sync": 80,
+        "other_idle": 265,
         "untraced": 400,
     }
+
+
+def test_refill_ends_where_the_cpu_turns_to_other_work_and_without_a_next_launch(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0, 1000)
+    b.kernel("A", 0, 10, 90)  # runs 10..100
+    b.runtime("cudaDeviceSynchronize", 50, 60)  # blocks 50..110, the GPU drains at 100
+    b.op("aten::add", 120, 30)  # launches B: part of the refill
+    b.kernel("B", 130, 140, 10)  # runs 140..150
+    b.runtime("cudaStreamSynchronize", 150, 10)  # 150..160, nothing queued
+    b.op("log_metrics", 200, 100)  # work that launches nothing: the refill ends at 200
+    b.kernel("C", 400, 410, 90)  # runs 410..500
+    b.runtime("cudaDeviceSynchronize", 500, 20)  # 500..520: no launch follows -> no refill
+    c = ctx_of(b, tmp_path)
+    # 0..5 launch, 5..10 kernel_wait 5
+    # 100..110 inside the sync, nothing queued -> blocking_sync 10; 110..120 refill -> 10
+    # 120..130 in aten::add before its launch: refill (it launches, so it is no other work) -> 10
+    # the refill ends at the next launch (130): 130..135 launch call -> launch_overhead 5;
+    # 135..140 queued, hole 40 µs -> other_idle 5
+    # 150..160 sync -> blocking_sync 10; 160..200 refill -> 40; 200..300 log_metrics -> other_cpu 100
+    # 300..400 untraced 100; 400..405 launch 5; 405..410 queued (hole 260 µs) other_idle 5
+    # 500..520 sync with nothing queued -> blocking_sync 20; 520..1000: no refill, untraced 480
+    assert ledger_us(c) == {
+        "launch_overhead": 15,
+        "kernel_wait": 5,
+        "blocking_sync": 100,
+        "other_idle": 10,
+        "other_cpu": 100,
+        "untraced": 580,
+    }
     rows = c.get("top_blocking_calls")
-    assert rows[0]["call"] == "cudaStreamSynchronize" and rows[0]["ms_per_step"] == pytest.approx(0.2)
+    assert rows[0]["call"] == "cudaDeviceSynchronize"
+
+
+def test_work_queued_behind_a_stream_wait_is_dependency_wait_never_host_wait(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0, 2000)
+    b.runtime("cudaStreamWaitEvent", 100, 10)  # no event record before it: producer outside the window
+    b.kernel("consumer", 120, 1500, 100, stream=3)  # queued 125..1500 on stream 3
+    b.runtime("cudaMemcpy", 200, 1300)  # the CPU blocks 200..1500 waiting for it
+    b.kernel("next", 1600, 1610, 100)  # runs 1610..1710
+    c = ctx_of(b, tmp_path)
+    # 0..100 untraced; 100..110 stream wait (a runtime call: other_cpu 10); 110..120 untraced
+    # 120..125 launch call 5; 125..1500 queued dependent event, hole 1500 µs -> dependency_wait 1375
+    # 1600..1605 launch 5 (the refill after cudaMemcpy ends at 1600, when nothing was refilled yet:
+    #   1500..1600 is busy 1500..1600); 1605..1610 queued, hole 10 µs -> kernel_wait 5; 1710..2000 untraced
+    led = ledger_us(c)
+    assert led["dependency_wait"] == pytest.approx(1375)
+    assert "blocking_sync" not in led
+    waits = ledger_mod.dependency_waits(c)
+    assert len(waits) == 1 and waits["stream"].iloc[0] == 3 and waits["stream_source"].iloc[0] == "inferred"
+    assert waits["producer"].iloc[0] == -1
+
+
+def test_recorded_stream_wait_and_an_inferred_producer(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0, 2000)
+    b.kernel("producer", 0, 10, 1000, stream=7)  # runs 10..1010 on stream 7
+    b.runtime("cudaEventRecord", 20, 5)
+    corr = b._corr + 1
+    b.runtime("cudaStreamWaitEvent", 30, 5)
+    b.events.append(
+        {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": "Stream Wait Event",
+            "pid": 0,
+            "tid": "stream 9",
+            "ts": b.base + 40,
+            "dur": 1,
+            "args": {"device": 0, "stream": 9, "correlation": corr},
+        }
+    )
+    b.kernel("other", 40, 45, 5, stream=7)  # the next launch is on stream 7, but the sync event names 9
+    b.kernel("consumer", 50, 1200, 100, stream=9)  # held back until 1200
+    c = ctx_of(b, tmp_path)
+    waits = ledger_mod.dependency_waits(c)
+    assert waits["stream"].tolist() == [9] and waits["stream_source"].tolist() == ["recorded"]
+    (rec,) = [i for i, n in enumerate(c.trace.runtime["name"]) if n == "cudaEventRecord"]
+    assert waits["producer"].tolist() == [rec]
+    # 1010..1200: the consumer is queued behind its wait -> dependency_wait 190
+    assert ledger_us(c)["dependency_wait"] == pytest.approx(190)
+
+
+def test_pageable_copy_and_its_stream_sync_are_their_own_slice(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0, 1000)
+    b.op("aten::copy_", 100, 200)
+    b.memcpy("HtoD", "Pageable", 4096, 110, 120, 10)  # call 110..115, copy 120..130
+    b.runtime("cudaStreamSynchronize", 140, 60)  # 140..200: inside the same aten::copy_
+    b.kernel("K", 400, 410, 100)  # runs 410..510
+    c = ctx_of(b, tmp_path)
+    # 100..110 in aten::copy_ (a launching op): launch_overhead 10; 110..115 the copy call
+    # (blocking: pageable) -> pageable_h2d 5; 115..120 queued: kernel_wait 5; 130..140 in copy_
+    # before the sync: the refill after the copy call -> pageable_h2d 10; 140..200 the sync of the
+    # same copy -> pageable_h2d 60; 200..300 refill after it (copy_ ends at 300; nothing else starts
+    # before the launch at 400) -> pageable_h2d 100 ... until 400: 200 in all after the sync
+    led = ledger_us(c)
+    assert "blocking_sync" not in led
+    assert led["pageable_h2d"] == pytest.approx(5 + 10 + 60 + 200)
+    assert c.get("idle_pageable_h2d_ms") == pytest.approx(0.275)
+
+
+@pytest.mark.parametrize("process_start", [True, False])
+def test_allocator_call_in_the_first_call_of_an_op_is_startup(tmp_path, process_start):
+    """In a trace that records the process's start (a context-creation call before any GPU
+    work), the first call of an op does lazy initialisation; in a trace that begins in
+    steady state, the same allocation is the allocator's."""
+    b = TraceBuilder()
+    b.step(1, 0, 3000)
+    if process_start:
+        b.runtime("cuInit", 0, 20)  # start-up by name, before the first GPU event
+    b.kernel("warm", 40, 45, 10)  # GPU work has started
+    for i, t0 in enumerate((100, 1100)):
+        b.op("aten::cudnn_convolution", t0, 900)
+        b.runtime("cudaMalloc", t0 + 50, 500)  # the first call's is lazy initialisation
+        b.kernel(f"conv{i}", t0 + 800, t0 + 810, 50)
+    c = ctx_of(b, tmp_path)
+    led = ledger_us(c)
+    assert led.get("allocator") == pytest.approx(500 if process_start else 1000)
+    assert led.get("startup", 0) == pytest.approx(520 if process_start else 0)
 
 
 def test_allocator_communication_and_zero_grad_slices(tmp_path):
@@ -257,3 +378,13 @@ def test_gpu_signals_unavailable_without_kernels(tmp_path):
         with pytest.raises(SignalUnavailable):
             c.get(name)
     assert idle_ledger(c) == {}
+
+
+def test_the_launch_call_patterns_the_definition_states_are_the_loaders():
+    """The ledger's docstring names launch calls by LAUNCH_CALL_PATTERNS; the loader classifies
+    runtime calls with its own table: they must be the same patterns, in the same order."""
+    from tracedoc.load import categories
+    from tracedoc.signals.ledger import LAUNCH_CALL_PATTERNS
+
+    loader = [p.pattern for label, p in categories._RUNTIME_CLASSES if label in ("launch", "memcpy", "memset")]
+    assert loader == list(LAUNCH_CALL_PATTERNS)

@@ -82,9 +82,9 @@ def test_cli_json_document(synthetic_dir):
     r = runner.invoke(app, ["analyze", str(synthetic_dir), "--format", "json", "--jobs", "2", "--exit-zero"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert doc["schema_version"] == 1 and doc["kind"] == "multi-rank"
+    assert doc["schema_version"] == 2 and doc["kind"] == "multi-rank"
     assert len(doc["ranks"]) == 4
-    assert all(x["report"]["schema_version"] == 1 and "findings" in x["report"] for x in doc["ranks"])
+    assert all(x["report"]["schema_version"] == 2 and "findings" in x["report"] for x in doc["ranks"])
     assert doc["summary"]["slowest_rank"] == "rank 2"
 
 
@@ -279,7 +279,7 @@ def test_the_fixtures_folder_of_unrelated_traces(tmp_path):
     assert [t["path"].rsplit("/", 1)[-1] for t in doc["traces"]] == names
     assert {s["path"].rsplit("/", 1)[-1] for s in doc["skipped"]} == {"PROVENANCE.md", "licenses", "schemas"}
     # cpu_only_gloo (rank 34 of 300) and the DDP traces carry ranks, but not of one job
-    assert all(t["report"]["schema_version"] == 1 for t in doc["traces"])
+    assert all(t["report"]["schema_version"] == 2 for t in doc["traces"])
 
 
 def test_fsspec_memory_folder_as_ranks():
@@ -452,13 +452,13 @@ def test_threshold_overrides_and_floors_apply_to_every_rank(real_rank_dir, execu
     rank0, rank1 = (x["report"] for x in doc["ranks"])
     assert [f["code"] for f in rank0["findings"]] == ["TD301"] == [f["code"] for f in rank1["findings"]]
     # the override: TD101 was evaluated on rank 0 and did not hold (not even below the floor)
-    assert "TD101" in rank0["rules_evaluated"] and "TD101" not in {f["code"] for f in rank0["below_floor"]}
+    assert "TD101" in rank0["rules_evaluated"] and "TD101" not in {f["code"] for f in rank0["also_true"]}
     # the floor: TD201 (17.8 ms) and TD210 (9.9 ms) are below 20 ms
-    assert "TD201" in {f["code"] for f in rank1["below_floor"]} and "TD210" in {f["code"] for f in rank0["below_floor"]}
+    assert "TD201" in {f["code"] for f in rank1["also_true"]} and "TD210" in {f["code"] for f in rank0["also_true"]}
     assert [f["code"] for f in doc["summary"]["findings"]] == ["TD301"]
     for x in doc["ranks"]:  # the single-trace path under the same pyproject.toml and floor
         solo = _json([x["path"], *floor])
-        assert x["report"]["findings"] == solo["findings"] and x["report"]["below_floor"] == solo["below_floor"]
+        assert x["report"]["findings"] == solo["findings"] and x["report"]["also_true"] == solo["also_true"]
     # and without the table, rank 0's DataLoader stall is back in the directory report
     monkeypatch.setenv("TRACEDOC_NO_CONFIG", "1")
     bare = _json([real_rank_dir, *executor, *floor])
@@ -486,11 +486,11 @@ def test_json_envelope_of_both_many_trace_reports(synthetic_dir):
         rep = analyze_inputs([str(synthetic_dir)], jobs=1, ranks=ranks)
         doc = rep.to_dict()
         assert list(doc) == ["schema_version", "kind", "tool", *body, *tail] and doc["kind"] == kind
-        assert doc["schema_version"] == 1 and doc["tool"]["name"] == "tracedoc"
+        assert doc["schema_version"] == 2 and doc["tool"]["name"] == "tracedoc"
         assert [f["path"].rsplit("/", 1)[-1] for f in doc["failed"]] == ["rank-9.json"]
         assert "invalid JSON" in doc["failed"][0]["error"]
         assert doc["skipped"] == [{"path": str(synthetic_dir / "notes.txt"), "reason": rep.skipped[0][1]}]
         assert doc["followed_symlinks"] == [] and doc["run"]["executor"] == "process pool"
         results = doc["ranks"] if ranks else doc["traces"]
-        assert len(results) == 4 and all(r["report"]["schema_version"] == 1 for r in results)
+        assert len(results) == 4 and all(r["report"]["schema_version"] == 2 for r in results)
         assert len(rep.findings) == sum(len(r["report"]["findings"]) for r in results)

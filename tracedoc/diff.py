@@ -4,7 +4,7 @@ predicted savings right?
 Inputs (each side detected on its own, see :func:`load_side`):
 
 * a trace (``.json`` / ``.json.gz``): analyzed with the built-in rules;
-* a saved report (``tracedoc analyze --format json`` output, ``schema_version`` 1);
+* a saved report (``tracedoc analyze --format json`` output, ``schema_version`` 1 or 2);
 * a fix-loop trial directory: its ``analysis.json``, else its ``trace.pt.trace.json.gz``.
 
 Output: a :class:`DiffResult` (plain data; :meth:`DiffResult.to_dict` is the versioned
@@ -190,8 +190,10 @@ def validate_report(data: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
         raise DiffInputError(path, f"a report must be a JSON object, not {type(data).__name__}")
     if "ranks" in data and "signals" not in data:
         raise DiffInputError(path, "a multi-rank report; diff compares single-trace reports")
-    if data.get("schema_version") != 1:
-        raise DiffInputError(path, f"unsupported report schema_version {data.get('schema_version')!r} (expected 1)")
+    if data.get("schema_version") not in (1, 2):
+        raise DiffInputError(
+            path, f"unsupported report schema_version {data.get('schema_version')!r} (expected 1 or 2)"
+        )
     for key, typ in (("signals", dict), ("findings", list), ("steps", list), ("trace", dict)):
         if not isinstance(data.get(key), typ):
             raise DiffInputError(path, f"report field {key!r} is missing or not a {typ.__name__}")

@@ -2,19 +2,21 @@
 """Independent re-derivation of tracedoc's idle ledger on the real traces in fixtures/.
 
 Standalone on purpose: stdlib only, never imports tracedoc, pandas or numpy.  Written
-from the *written* definition of the ledger (the module docstring and the constants of
-``tracedoc/signals/ledger.py``), not from its code, so that agreement means something.
-Step windows and complete steps come from ``derive_golden.py`` (the TensorBoard
-plugin's rule, re-derived from the plugin's source).  Every reading of the definition
-that had to be decided is listed in README.md ("Idle ledger").  Usage:
+from the *written* definition of the ledger (the module docstring of
+``tracedoc/signals/ledger.py`` in its revised form, and its constants and name patterns,
+copied by value), not from its code, so that agreement means something.  Step windows and complete
+steps come from ``derive_golden.py`` (the TensorBoard plugin's rule, re-derived from
+the plugin's source).  Every reading of the definition that had to be decided is
+listed in README.md ("Idle ledger"), numbered as R1, R2, ... in the comments below.
+Usage:
 
     python3 tests/golden/derive_ledger.py [TRACE_DIR] [OUT_JSON]
 
 Method: an instant-by-instant sweep.  For each device, every boundary of every
 interval that matters (GPU events, queued spans, CPU events of the launching
-threads, step windows) is collected and sorted; between two consecutive boundaries
-nothing changes, so each elementary segment is classified once, at its midpoint, by
-plain membership tests.  Times in traces are µs; figures are written in ms.
+threads, refills, step windows) is collected and sorted; between two consecutive
+boundaries nothing changes, so each elementary segment is classified once, at its
+midpoint, by plain membership tests.  Times in traces are µs; figures are written in ms.
 """
 
 import bisect
@@ -35,11 +37,37 @@ import derive_golden  # noqa: E402  (sibling stdlib script: step windows and com
 TRACE_DIR = os.path.join(HERE, "..", "..", "fixtures")
 PATTERNS = os.path.join(HERE, "..", "..", "tracedoc", "signals", "patterns.toml")  # a data file
 
-# ---- the written definition's constants, copied by value
+# ---- the written definition's constants and name patterns, copied by value
+HOST_WAIT_CAUSES = (
+    "dataloader",
+    "blocking_sync",
+    "pageable_h2d",
+    "allocator",
+    "communication",
+    "startup",
+    "zero_grad",
+    "optimizer_step",
+    "launch_overhead",
+    "other_cpu",
+    "untraced",
+)
+QUEUED_CAUSES = ("kernel_wait", "dependency_wait", "other_idle")
+KEYS = (*HOST_WAIT_CAUSES, *QUEUED_CAUSES)  # LEDGER_KEYS
+
+#: Launch calls by name: a kernel launch (first pattern), a memcpy or a memset call.
+LAUNCH_CALL_PATTERNS = (
+    r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|ExtLaunchKernel|ExtModuleLaunchKernel|"
+    r"ModuleLaunchKernel|GraphLaunch)|^cu(LaunchKernel|LaunchKernelEx|LaunchCooperativeKernel|GraphLaunch)|"
+    r"^hipLaunch|^cudaLaunch",
+    r"^(cuda|hip|cu)Memcpy",
+    r"^(cuda|hip|cu)Memset",
+)
 KERNEL_WAIT_MAX_US = 30.0
 SLOW_LAUNCH_MIN_US = 1000.0
 SLOW_LAUNCH_FACTOR = 50.0
 BLOCKING_SYNC = re.compile(r"^(cuda|hip|cu)(Stream|Device|Event|Ctx)Synchroni[sz]e")
+STREAM_WAIT = re.compile(r"^(cuda|hip|cu)StreamWaitEvent")
+EVENT_RECORD = re.compile(r"^(cuda|hip|cu)EventRecord")
 SYNC_MEMCPY = re.compile(r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|hipMemcpy|hipMemcpyWithStream|cuMemcpy[DH]to[DH])$")
 ALLOCATOR = re.compile(
     r"^(cuda|hip)(Malloc|Free)(Async|Host|Managed|Pitch|Array)?$|^cu(MemAlloc|MemFree)|^(cuda|hip)(HostAlloc|FreeHost)$"
@@ -54,45 +82,41 @@ STARTUP_OPS = re.compile(
     r"async_compile|triton\.compiler|/triton/compiler/|TorchDynamo Cache Lookup.*compile|"
     r"torch/_dynamo/convert_frame|torch/_inductor/compile_fx|CachingAutotuner\.benchmark_all_configs)"
 )
+# ---- names the definition gives in prose
 ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
-OPTIMIZER_STEP_PREFIX = "Optimizer.step#"  # cause 6b
-ASYNC_MEMCPY = re.compile(r"Memcpy\w*Async")
-# a *kernel*-launch call (cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel, hipLaunchKernel,
-# hipExtModuleLaunchKernel, hipModuleLaunchKernel, cudaLaunchCooperativeKernel): not a memcpy/memset call
-KERNEL_LAUNCH = re.compile(r"Launch\w*Kernel")
+OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
+DATALOADER_PREFIX, DATALOADER_SUFFIX = "enumerate(DataLoader)#", ".__next__"
 STEP_PREFIX = "ProfilerStep#"
-
-CAUSES = [  # host-wait causes, first match wins; "refill" is reported as blocking_sync
-    "blocking_sync",
-    "allocator",
-    "communication",
-    "startup",
-    "dataloader",
-    "zero_grad",
-    "optimizer_step",
-    "refill",
-    "launch_overhead",
-    "other_cpu",
-]
-KEYS = [
-    "dataloader",
-    "blocking_sync",
-    "allocator",
-    "communication",
-    "startup",
-    "zero_grad",
-    "optimizer_step",
-    "launch_overhead",
-    "other_cpu",
-    "untraced",
-    "kernel_wait",
-    "other_idle",
-]
+STREAM_WAIT_SYNC = "Stream Wait Event"  # the cuda_sync event that records a wait's stream
+ASYNC_MEMCPY = re.compile(r"Memcpy\w*Async")  # "a *MemcpyAsync" (R6)
+# a launch call is known by its name (LAUNCH_CALL_PATTERNS), whether or not a GPU event links to it (R4);
+# a *kernel*-launch call is one of the first pattern only
+LAUNCH_CALL = [re.compile(p) for p in LAUNCH_CALL_PATTERNS]
+KERNEL_LAUNCH = LAUNCH_CALL[0]
+COPY_NAME = re.compile(r"Memcpy (\w+) \((\w+) -> (\w+)\)")  # "Memcpy HtoD (Pageable -> Device)"
 
 GPU_CATS = {"kernel", "memcpy", "gpu_memcpy", "memset", "gpu_memset"}
+COPY_CATS = {"memcpy", "gpu_memcpy"}
 RUNTIME_CATS = {"runtime", "cuda_runtime", "cuda_driver"}
 OP_CATS = {"operator", "cpu_op"}
 CPU_CATS = OP_CATS | RUNTIME_CATS | {"user_annotation", "python_function"}
+
+# host-wait test order, first match wins; the two refills are reported under their cause
+ORDER = (
+    "pageable_h2d",
+    "blocking_sync",
+    "allocator",
+    "communication",
+    "startup",
+    "dataloader",
+    "zero_grad",
+    "optimizer_step",
+    "refill_pageable_h2d",
+    "refill_blocking_sync",
+    "launch_overhead",
+    "other_cpu",
+)
+REPORT_AS = {"refill_pageable_h2d": "pageable_h2d", "refill_blocking_sync": "blocking_sync"}
 
 
 def comm_op_patterns():
@@ -125,18 +149,19 @@ class Cover:
         i = bisect.bisect_right(self.starts, t) - 1
         return i >= 0 and t < self.iv[i][1]
 
-    def around(self, t):
-        """(start, end) of the merged interval containing t."""
-        i = bisect.bisect_right(self.starts, t) - 1
-        return tuple(self.iv[i])
-
 
 # ---------------------------------------------------------------- per trace
 def load_events(path):
-    """All complete events with their role; ts rebased to the trace's first event."""
+    """All complete events with their role; ts rebased to the trace's first event.
+
+    ``idx`` is the event's position in ``traceEvents``: the trace order that breaks ties (R8)."""
     with gzip.open(path, "rt") as f:
         doc = json.load(f)
-    evs = [e for e in doc["traceEvents"] if e.get("ph") == "X" and str(e.get("cat", "")).lower() != "trace"]
+    evs = []
+    for i, e in enumerate(doc["traceEvents"]):
+        if e.get("ph") == "X" and str(e.get("cat", "")).lower() != "trace":
+            e["idx"] = i
+            evs.append(e)
     t0 = min(e["ts"] for e in evs)
     for e in evs:
         e["cat_"] = str(e.get("cat", "")).lower()
@@ -144,29 +169,47 @@ def load_events(path):
         e["e"] = e["s"] + e.get("dur", 0)
         e["thread"] = (str(e.get("pid")), str(e.get("tid")))
         e.setdefault("name", "")
+        e.setdefault("args", {})
     return evs, t0
 
 
 def windows(path, t0, evs):
-    """Complete step windows (µs, rebased) and their step numbers, from derive_golden.
+    """Every step window (µs, rebased), their step numbers and how many leading ones are complete.
 
-    Traces without ProfilerStep get one pseudo-window: first event start to last event end."""
+    Traces without ProfilerStep get one pseudo-window: first event start to last event end (R1)."""
     ev, _, _ = derive_golden.load(path)
     steps = ev["steps"]
     if not steps:
-        return [(min(e["s"] for e in evs), max(e["e"] for e in evs))], [None]
+        return [(min(e["s"] for e in evs), max(e["e"] for e in evs))], [None], 1
     gpu_all = ev["kernel"] + ev["memcpy"] + ev["memset"]
     by_corr = defaultdict(list)
     for g in gpu_all:
         by_corr[g.get("args", {}).get("correlation")].append(g)
     win, _, _, kept = derive_golden.tb_windows(steps, ev["runtime"], by_corr, gpu_all)
     nums = [int(s["name"].split("#")[1]) for s in steps]
-    return [(s - t0, e - t0) for s, e in win[:kept]], nums[:kept]
+    return [(s - t0, e - t0) for s, e in win], nums, kept
+
+
+def copy_kind(g):
+    """(direction, source memory, destination memory) of a copy event, or None."""
+    if g["cat_"] not in COPY_CATS:
+        return None
+    m = COPY_NAME.match(g["name"])
+    return m.groups() if m else None
+
+
+def is_annotation(e):
+    """Record-function annotations are not ops, whatever their category: told by the '#' (R10)."""
+    return e["cat_"] == "user_annotation" or (e["cat_"] in OP_CATS and "#" in e["name"])
+
+
+def is_op(e):
+    return e["cat_"] in OP_CATS and not is_annotation(e)
 
 
 def ledger(path):
     evs, t0 = load_events(path)
-    wins, step_numbers = windows(path, t0, evs)
+    all_wins, all_numbers, kept = windows(path, t0, evs)
     comm_pats = comm_op_patterns()
     gpu = [e for e in evs if e["cat_"] in GPU_CATS]
     if not gpu:
@@ -175,20 +218,24 @@ def ledger(path):
     rocm = any(r["name"].startswith("hip") for r in runtime)
     rt_by_corr = {}
     for r in runtime:
-        rt_by_corr.setdefault(r.get("args", {}).get("correlation"), r)
-    first_gpu = min(g["s"] for g in gpu)
+        rt_by_corr.setdefault(r["args"].get("correlation"), r)
+    first_gpu = min(g["s"] for g in gpu)  # R8: the trace's first GPU event, by start
 
-    # GPU event -> launch call; a launch call is a runtime call linked to a GPU event.
-    dev_of = {}
+    # GPU event -> launch call (R3); a launch call is a runtime call linked to a GPU event (R4).
     launched = defaultdict(list)  # id(runtime) -> its GPU events
     for g in gpu:
-        dev_of[id(g)] = g.get("args", {}).get("device", g.get("pid"))
-        r = rt_by_corr.get(g.get("args", {}).get("correlation"))
+        g["dev"] = g["args"].get("device", g.get("pid"))
+        g["stream"] = (g["dev"], g["args"].get("stream", g.get("tid")))
+        r = rt_by_corr.get(g["args"].get("correlation"))
         g["launch"] = r
         if r is not None:
             launched[id(r)].append(g)
-    # only kernel-launch calls can be slow first launches, and the median is over them (decision C)
-    kernel_launch_calls = [r for r in runtime if id(r) in launched and KERNEL_LAUNCH.search(r["name"])]
+
+    def is_launch(r):
+        """A launch call: a runtime call whose name is a kernel launch, memcpy or memset call (R4)."""
+        return any(p.match(r["name"]) for p in LAUNCH_CALL)
+
+    kernel_launch_calls = [r for r in runtime if KERNEL_LAUNCH.match(r["name"])]
     median_launch = statistics.median(r.get("dur", 0) for r in kernel_launch_calls) if kernel_launch_calls else 0.0
     slow_launch = max(SLOW_LAUNCH_MIN_US, SLOW_LAUNCH_FACTOR * median_launch)
 
@@ -196,115 +243,293 @@ def ledger(path):
         n = r["name"]
         if BLOCKING_SYNC.match(n) or SYNC_MEMCPY.match(n):
             return True
-        # an async copy that reads or writes pageable memory (staged by the driver)
-        return bool(ASYNC_MEMCPY.search(n)) and any("Pageable" in g["name"] for g in launched.get(id(r), ()))
+        if not ASYNC_MEMCPY.search(n):
+            return False
+        for g in launched.get(id(r), ()):  # the copy it issued (R6)
+            k = copy_kind(g)
+            if k and ("Pageable" in k[1:] or (k[0] == "DtoH" and k[2] != "Pinned")):
+                return True
+        return False
 
-    # CPU ops that launch GPU work: cpu_op/Operator events enclosing a launch call on their thread.
-    def is_annotation(e):  # old traces record record_function annotations as "Operator" with a "#"
-        return e["cat_"] == "user_annotation" or (e["cat_"] == "operator" and "#" in e["name"])
+    def issues_unpinned_h2d(r):
+        return any((k := copy_kind(g)) and k[0] == "HtoD" and k[1] != "Pinned" for g in launched.get(id(r), ()))
 
-    launching_op = set()
+    # ---- per thread: launch-call starts, ops, other work (R9, R10)
     by_thread = defaultdict(list)
     for e in evs:
-        if (e["cat_"] in OP_CATS and not is_annotation(e)) or id(e) in launched:
+        if e["cat_"] in CPU_CATS:
             by_thread[e["thread"]].append(e)
-    for items in by_thread.values():
-        items.sort(key=lambda e: (e["s"], id(e) in launched, -e["e"]))
-        stack = []
-        for e in items:
-            while stack and stack[-1]["e"] < e["s"]:
-                stack.pop()
-            if id(e) in launched:
-                launching_op.update(id(o) for o in stack if o["s"] <= e["s"] and e["e"] <= o["e"])
-            else:
-                stack.append(e)
+    launch_calls = {
+        th: sorted((e for e in items if e["cat_"] in RUNTIME_CATS and is_launch(e)), key=lambda e: e["s"])
+        for th, items in by_thread.items()
+    }
+    launch_starts = {th: [e["s"] for e in calls] for th, calls in launch_calls.items()}
 
-    devices = sorted({dev_of[id(g)] for g in gpu}, key=str)
-    out = {"step_numbers": step_numbers, "windows_ms": [round((e - s) / 1e3, 4) for s, e in wins], "devices": {}}
+    def contains_launch(op):
+        """A launch call [ts, end) of op's thread is contained when op.ts <= call.ts <= op.end."""
+        starts = launch_starts.get(op["thread"], [])
+        i = bisect.bisect_left(starts, op["s"])
+        return i < len(starts) and starts[i] <= op["e"]
+
+    other_work_starts = {}
+    for th, items in by_thread.items():
+        st = []
+        for e in items:
+            if e["cat_"] in RUNTIME_CATS:
+                if not (is_launch(e) or STREAM_WAIT.match(e["name"]) or EVENT_RECORD.match(e["name"])):
+                    st.append(e["s"])
+            elif not e["name"].startswith(STEP_PREFIX) and not contains_launch(e):
+                st.append(e["s"])
+        other_work_starts[th] = sorted(st)
+
+    # cpu_ops per thread, by (ts, -dur, -trace order), with the running maximum of their ends: walking
+    # back from the last op that starts at or before a call, the first one that contains it has the
+    # latest ts and, on a tie, the shortest duration (R12); on a full tie (same ts and dur, which the
+    # text does not order) the earlier event in the trace
+    ops_by_thread, ops_s, ops_maxe = {}, {}, {}
+    for th, items in by_thread.items():
+        ops = sorted((o for o in items if is_op(o)), key=lambda o: (o["s"], -o.get("dur", 0), -o["idx"]))
+        ops_by_thread[th] = ops
+        ops_s[th] = [o["s"] for o in ops]
+        run, mx = [], float("-inf")
+        for o in ops:
+            mx = max(mx, o["e"])
+            run.append(mx)
+        ops_maxe[th] = run
+
+    def innermost_op(call):
+        """The innermost enclosing cpu_op of call: among the cpu_ops of its thread that contain it
+        (op.ts <= call.ts <= op.end), the one with the latest ts; on a tie, the shortest (R12)."""
+        th, t = call["thread"], call["s"]
+        ops, maxe = ops_by_thread.get(th, []), ops_maxe.get(th, [])
+        i = bisect.bisect_right(ops_s.get(th, []), t) - 1
+        while i >= 0 and maxe[i] >= t:
+            if ops[i]["e"] >= t:
+                return ops[i]
+            i -= 1
+        return None
+
+    # (thread, op name) -> the first call of that op on the thread: the earliest ts, the first in trace
+    # order on a tie (R8)
+    first_of_name = {}
+    for th, ops in ops_by_thread.items():
+        for o in ops:
+            k = (th, o["name"])
+            if k not in first_of_name or (o["ts"], o["idx"]) < (first_of_name[k]["ts"], first_of_name[k]["idx"]):
+                first_of_name[k] = o
+
+    # lazy initialisation in an op's first call applies only in a trace that records the process's GPU
+    # start-up: a start-up runtime call by name, or a non-blocking runtime call longer than
+    # SLOW_LAUNCH_MIN_US, starting before the trace's first GPU event (any thread; R8). A trace that
+    # begins in steady state sees no first calls.
+    records_startup = any(
+        r["s"] < first_gpu
+        and (STARTUP_RUNTIME.match(r["name"]) or (r.get("dur", 0) > SLOW_LAUNCH_MIN_US and not is_blocking_runtime(r)))
+        for r in runtime
+    )
+
+    # ---- stream waits: waiting stream and dependent event (R13)
+    sync_by_corr = {}
+    for e in evs:
+        if e["cat_"] == "cuda_sync" and e["name"] == STREAM_WAIT_SYNC:
+            sync_by_corr.setdefault(e["args"].get("correlation"), e)
+    launched_gpu = sorted((g for g in gpu if g["launch"] is not None), key=lambda g: (g["launch"]["s"], g["s"]))
+    by_launch_thread = defaultdict(list)
+    by_stream = defaultdict(list)
+    for g in launched_gpu:
+        by_launch_thread[g["launch"]["thread"]].append(g)
+        by_stream[g["stream"]].append(g)
+    thread_launch_s = {k: [g["launch"]["s"] for g in v] for k, v in by_launch_thread.items()}
+    stream_launch_s = {k: [g["launch"]["s"] for g in v] for k, v in by_stream.items()}
+    dependent = set()
+    wait_stats = {"stream_wait_calls": 0, "recorded": 0, "inferred": 0, "ignored": 0, "dependent_events": 0}
+    for w in runtime:
+        if not STREAM_WAIT.match(w["name"]):
+            continue
+        wait_stats["stream_wait_calls"] += 1
+        rec = sync_by_corr.get(w["args"].get("correlation"))
+        if rec is not None:
+            a = rec["args"]
+            dev = a.get("device", rec.get("pid"))
+            stream = (dev, a.get("stream", rec.get("tid")))
+            wait_stats["recorded"] += 1
+        else:
+            cand = by_launch_thread.get(w["thread"], [])
+            i = bisect.bisect_left(thread_launch_s.get(w["thread"], []), w["e"])
+            if i == len(cand):
+                wait_stats["ignored"] += 1
+                continue
+            stream = cand[i]["stream"]
+            wait_stats["inferred"] += 1
+        cand = by_stream.get(stream, [])
+        i = bisect.bisect_left(stream_launch_s.get(stream, []), w["s"])
+        if i < len(cand):
+            dependent.add(id(cand[i]))
+    wait_stats["dependent_events"] = len(dependent)
+
+    devices = sorted({g["dev"] for g in gpu}, key=str)
+    wins = all_wins[:kept]
+    out = {
+        "step_numbers": all_numbers[:kept],
+        "windows_ms": [round((e - s) / 1e3, 4) for s, e in wins],
+        "stream_waits": wait_stats,
+        "devices": {},
+    }
+    last_window_end = max(e for _, e in all_wins)  # a refill runs at most to here (R9)
+
     for dev in devices:
         key = f"{'hip' if rocm else 'cuda'}:{dev}"
-        dgpu = [g for g in gpu if dev_of[id(g)] == dev]
+        dgpu = [g for g in gpu if g["dev"] == dev]
         threads = {g["launch"]["thread"] for g in dgpu if g["launch"] is not None}
         cpu = [e for e in evs if e["cat_"] in CPU_CATS and (not threads or e["thread"] in threads)]
         busy = Cover([(g["s"], g["e"]) for g in dgpu])
         queued = Cover([(g["launch"]["e"], g["s"]) for g in dgpu if g["launch"] is not None])
+        dep_queued = Cover([(g["launch"]["e"], g["s"]) for g in dgpu if g["launch"] is not None and id(g) in dependent])
         dev_launch_starts = sorted({g["launch"]["s"] for g in dgpu if g["launch"] is not None})
 
         sets = defaultdict(list)
         slow = []  # slow first launches (start-up), listed for the tests
+        blocking_calls = []  # runtime calls and CPU ops of cause 2
+        pageable_calls = []  # runtime calls of cause 1 that issue the unpinned H2D copy
         for e in cpu:
             n, c, span = e["name"], e["cat_"], (e["s"], e["e"])
-            if not n.startswith(STEP_PREFIX):  # ProfilerStep#N spans the whole step: no activity (decision A)
-                sets["other_cpu"].append(span)  # any other event of a launching thread
+            if not n.startswith(STEP_PREFIX):  # ProfilerStep#N spans the whole step: no activity (R11)
+                sets["other_cpu"].append(span)
             if c in RUNTIME_CATS:
-                if is_blocking_runtime(e):
-                    sets["blocking_sync"].append(span)
-                elif ALLOCATOR.match(n):
-                    sets["allocator"].append(span)
-                elif STARTUP_RUNTIME.match(n) or (e.get("dur", 0) > SLOW_LAUNCH_MIN_US and e["s"] < first_gpu):
+                blocking = is_blocking_runtime(e)
+                if blocking:
+                    (pageable_calls if issues_unpinned_h2d(e) else blocking_calls).append(e)
+                if records_startup and (
+                    ALLOCATOR.match(n) or (e.get("dur", 0) > SLOW_LAUNCH_MIN_US and not blocking and not is_launch(e))
+                ):
+                    # lazy initialisation in an op's first call (5), in a trace that records start-up:
+                    # an allocator call, or a slow runtime call that is neither a launch nor a blocking
+                    # call, whose innermost enclosing cpu_op is the first call of that op's name on its
+                    # thread (R8)
+                    op = innermost_op(e)
+                    if op is not None and first_of_name.get((op["thread"], op["name"])) is op:
+                        sets["startup"].append(span)
+                        continue
+                if ALLOCATOR.match(n):
+                    sets["startup" if e["s"] < first_gpu else "allocator"].append(span)
+                # a slow call before the first GPU event may be a launch call (R8)
+                if STARTUP_RUNTIME.match(n) or (
+                    e.get("dur", 0) > SLOW_LAUNCH_MIN_US and e["s"] < first_gpu and not blocking
+                ):
                     sets["startup"].append(span)
-                if id(e) in launched:  # kernel-launch, memcpy and memset calls alike
+                if is_launch(e):  # kernel-launch, memcpy and memset calls alike
                     sets["launch_overhead"].append(span)
-                    if KERNEL_LAUNCH.search(n) and e.get("dur", 0) > slow_launch:
+                    if (
+                        KERNEL_LAUNCH.match(n)
+                        and e.get("dur", 0) > SLOW_LAUNCH_MIN_US
+                        and e.get("dur", 0) > slow_launch
+                    ):
                         sets["startup"].append(span)
                         slow.append({"name": n, "ts_us": round(e["s"], 3), "dur_us": e.get("dur", 0)})
                 continue
-            if BLOCKING_OPS.match(n):
-                sets["blocking_sync"].append(span)
+            if is_op(e) and BLOCKING_OPS.match(n):
+                blocking_calls.append(e)  # a blocking call of 2) in every respect, refill included (R15)
             if any(p.search(n) for p in comm_pats):
                 sets["communication"].append(span)
-            if STARTUP_OPS.search(n):
+            if STARTUP_OPS.search(n):  # compilation spans: matched on every event of the ops frame (R8)
                 sets["startup"].append(span)
-            if n.startswith("enumerate(DataLoader)#") and n.endswith(".__next__"):
+            if n.startswith(DATALOADER_PREFIX) and n.endswith(DATALOADER_SUFFIX):
                 sets["dataloader"].append(span)
             if n.startswith(ZERO_GRAD_PREFIX):
                 sets["zero_grad"].append(span)
             if n.startswith(OPTIMIZER_STEP_PREFIX):
                 sets["optimizer_step"].append(span)
-            if id(e) in launching_op:
+            if is_op(e) and contains_launch(e):
                 sets["launch_overhead"].append(span)
-        # refill: from the end of each blocking call to the next launch on this device (or forever)
-        for _, end in merge(sets["blocking_sync"]):
-            i = bisect.bisect_left(dev_launch_starts, end)
-            sets["refill"].append((end, dev_launch_starts[i] if i < len(dev_launch_starts) else float("inf")))
+
+        # cause 1 also takes any other blocking call of cause 2 that starts inside the innermost
+        # enclosing cpu_op of a pageable copy call on the same thread (tensor.to's stream sync), R12;
+        # a blocking CPU op is never pageable_h2d (R15)
+        extra = set()
+        for p in pageable_calls:
+            op = innermost_op(p)
+            if op is None:
+                continue
+            for b in blocking_calls:
+                if b["cat_"] in RUNTIME_CATS and b["thread"] == p["thread"] and op["s"] <= b["s"] <= op["e"]:
+                    extra.add(id(b))
+        pageable_calls += [b for b in blocking_calls if id(b) in extra]
+        blocking_calls = [b for b in blocking_calls if id(b) not in extra]
+
+        # refills (9): from the call's end to the first of the next launch of this device, the next
+        # other work on the call's thread, the end of the window; none without a later launch (R9)
+        refills = []
+        for cause, calls in (("pageable_h2d", pageable_calls), ("blocking_sync", blocking_calls)):
+            for b in calls:
+                sets[cause].append((b["s"], b["e"]))
+                end = b["e"]
+                i = bisect.bisect_left(dev_launch_starts, end)
+                if i == len(dev_launch_starts):
+                    continue  # no GPU event of this device launched after the call: no refill
+                stop = dev_launch_starts[i]
+                ow = other_work_starts.get(b["thread"], [])
+                j = bisect.bisect_left(ow, end)
+                if j < len(ow):
+                    stop = min(stop, ow[j])
+                stop = min(stop, last_window_end)  # may cross into the next window (R9)
+                sets["refill_" + cause].append((end, stop))
+                refills.append(
+                    {
+                        "cause": cause,
+                        "call": b["name"],
+                        "thread": "/".join(b["thread"]),
+                        "from_us": round(end, 3),
+                        "to_us": round(stop, 3),
+                    }
+                )
         covers = {k: Cover(v) for k, v in sets.items()}
-        blocking = covers.get("blocking_sync", Cover([]))
 
         bounds = set()
-        for c in (busy, queued, *covers.values()):
-            for s, e in c.iv:
+        for cv in (busy, queued, dep_queued, *covers.values()):
+            for s, e in cv.iv:
                 bounds.update((s, e))
+        bounds = sorted(bounds)
         per_step = []
         for ws, we in wins:
-            pts = sorted({ws, we} | {b for b in bounds if ws < b < we})
+            lo, hi = bisect.bisect_right(bounds, ws), bisect.bisect_left(bounds, we)
+            pts = [ws, *bounds[lo:hi], we]
             acc = dict.fromkeys([*KEYS, "busy"], 0.0)
             for a, b in zip(pts, pts[1:], strict=False):
                 t, length = (a + b) / 2, b - a
+                if length <= 0:
+                    continue
                 if t in busy:
                     acc["busy"] += length
                     continue
-                if t in queued and t not in blocking:  # work is queued: the GPU waits on something else
-                    gs, ge = (float("-inf"), float("inf"))
-                    i = bisect.bisect_right(busy.starts, t)  # idle gap = between busy intervals
-                    if i > 0:
-                        gs = busy.iv[i - 1][1]
-                    if i < len(busy.iv):
-                        ge = busy.iv[i][0]
-                    acc["kernel_wait" if ge - gs < KERNEL_WAIT_MAX_US else "other_idle"] += length
+                if t in queued:  # launched and not started: never host-wait
+                    i = bisect.bisect_right(busy.starts, t)  # the idle gap: between busy intervals (R7)
+                    gs = busy.iv[i - 1][1] if i > 0 else float("-inf")
+                    ge = busy.iv[i][0] if i < len(busy.iv) else float("inf")
+                    if ge - gs < KERNEL_WAIT_MAX_US:
+                        acc["kernel_wait"] += length
+                    elif t in dep_queued:
+                        acc["dependency_wait"] += length
+                    else:
+                        acc["other_idle"] += length
                     continue
-                cause = next((k for k in CAUSES if k in covers and t in covers[k]), "untraced")
-                acc["blocking_sync" if cause == "refill" else cause] += length
+                cause = next((k for k in ORDER if k in covers and t in covers[k]), "untraced")
+                acc[REPORT_AS.get(cause, cause)] += length
             per_step.append(acc)
         n = len(per_step)
         mean = {k: round(sum(p[k] for p in per_step) / n / 1e3, 4) for k in [*KEYS, "busy"]}
         out["devices"][key] = {
             "mean_ms": mean,
-            "idle_ms": round(sum(mean[k] for k in KEYS), 4),
+            "idle_ms": round(sum(sum(p[k] for k in KEYS) for p in per_step) / n / 1e3, 4),
             "per_step_ms": [{k: round(v / 1e3, 4) for k, v in p.items()} for p in per_step],
             "launching_threads": sorted("/".join(t) for t in threads),
             "median_kernel_launch_us": median_launch,
             "slow_kernel_launches": slow,
+            "pageable_h2d_calls": len(pageable_calls),
+            "blocking_calls": len(blocking_calls),
+            "dependent_events": sum(id(g) in dependent for g in dgpu),
         }
+        if os.environ.get("LEDGER_DEBUG"):
+            out["devices"][key]["refills"] = refills
     return out
 
 
@@ -315,7 +540,7 @@ def main():
         "_about": (
             "Idle ledger per device, ms per complete step (mean_ms) and per step (per_step_ms), derived by "
             "tests/golden/derive_ledger.py: stdlib only, independent of tracedoc, from the written definition "
-            "in tracedoc/signals/ledger.py's docstring; step windows from derive_golden.py. Readings of the "
+            "in tracedoc/signals/ledger.py's (revised) docstring; step windows from derive_golden.py. Readings of the "
             "definition: tests/golden/README.md, section 'Idle ledger'."
         ),
         "traces": {},

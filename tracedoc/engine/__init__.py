@@ -59,9 +59,78 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
     return rank_findings(findings), skipped
 
 
+#: Share of launch calls without their GPU event above which the report says so, and the
+#: share above which the idle-ledger findings are set aside (most GPU work is unrecorded, so
+#: what looks idle may be busy).
+MISSING_LAUNCH_NOTE_SHARE = 0.05
+MISSING_LAUNCH_SUPPRESS_SHARE = 0.5
+#: Share of the step the GPU must wait on a dependency whose producer is not in the trace
+#: before the report says the window starts mid-step (5%: the threshold of a material finding,
+#: as dataloader-stall's).
+DEPENDENCY_NOTE_SHARE = 0.05
+
+
+def window_checks(ctx: SignalContext) -> tuple[list[str], str | None]:
+    """Checks of the profiled window: ``(notes, reason)``; ``reason`` is set when the findings
+    that claim idle-ledger slices cannot be trusted (they are then listed as also true).
+
+    * Work queued behind a stream wait whose producer (an event-record call) is not in the
+      trace, when the primary device's ``dependency_wait`` slice is at least
+      :data:`DEPENDENCY_NOTE_SHARE` of the step: the window starts mid-step.
+    * Launch calls with no GPU event recorded (over :data:`MISSING_LAUNCH_NOTE_SHARE` of the
+      kernel-launch, memcpy and memset calls): their GPU work counts as idle; over
+      :data:`MISSING_LAUNCH_SUPPRESS_SHARE`, ``reason`` is set.
+    * A trace without ``ProfilerStep#N`` whose iterations were inferred from repeated
+      ``Optimizer.step#`` annotations.
+    """
+    from tracedoc.signals.ledger import dependency_waits, launches_without_gpu_event
+    from tracedoc.signals.steps import iterations_source
+
+    notes: list[str] = []
+    reason = None
+    trace = ctx.trace
+    if trace.has_gpu_activity:
+        led = ctx.try_get("idle_dependency_wait_ms")[0] or 0.0
+        step_ms = ctx.try_get("step_time_ms")[0] or 0.0
+        waits = dependency_waits(ctx)
+        outside = waits[(waits["producer"] < 0).to_numpy() & (waits["dependent"] >= 0).to_numpy()]
+        if len(outside) and step_ms > 0 and led >= DEPENDENCY_NOTE_SHARE * step_ms:
+            first = outside.iloc[0]
+            call = str(trace.runtime["name"].iloc[int(first["rt_pos"])])
+            notes.append(
+                f"The GPU waits {led:.1f} ms per step on work queued behind a stream wait ({call} at "
+                f"{first['ts_us'] / 1000:.3f} ms) whose event was recorded before the profiled window: the "
+                "window starts mid-step, and that wait is a dependency outside the window (dependency_wait), "
+                "not host-wait. Start the profile at an iteration boundary."
+            )
+        missing, n_issue = launches_without_gpu_event(ctx)
+        if n_issue:
+            share = missing / n_issue
+            if share > MISSING_LAUNCH_NOTE_SHARE:
+                notes.append(
+                    f"{missing:,} of {n_issue:,} launch calls ({share:.0%}) have no GPU event in the trace: "
+                    "that GPU work was not recorded, so the idle ledger counts its time as idle."
+                )
+                if share > MISSING_LAUNCH_SUPPRESS_SHARE:
+                    reason = (
+                        f"most launch calls ({share:.0%}) have no GPU event recorded, so GPU idle time "
+                        "cannot be measured"
+                    )
+    src = iterations_source(ctx)
+    if src == "Optimizer.step":
+        n, _ = ctx.try_get("step_count")
+        notes.append(
+            "The trace has no ProfilerStep annotations: its iterations were inferred from repeated "
+            f"Optimizer.step annotations (each from the end of one optimizer step to the end of the next; "
+            f"{n if n is not None else '?'} counted), so per-step figures and per-iteration rules still apply."
+        )
+    return notes, reason
+
+
 def report_notes(ctx: SignalContext) -> list[str]:
-    """Caveats that change how the whole report reads (e.g. a window dominated by start-up)."""
-    notes = []
+    """Caveats that change how the whole report reads (e.g. a window dominated by start-up),
+    the :func:`window_checks` notes included."""
+    notes = list(window_checks(ctx)[0])
     share, _ = ctx.try_get("startup_share")
     if share is not None and share > 0.5:
         notes.append(
@@ -105,7 +174,8 @@ def analyze_trace(
     Args:
         min_saving_ms, min_saving_share: the floors (default 0.05 ms per step and 1% of the
             step, :mod:`tracedoc.engine.claims`): a finding whose granted saving is below
-            either is reported in ``below_floor`` instead of ``findings``.
+            either is reported in ``also_true`` instead of ``findings``, with the reason
+            (another finding claims its time, or below the floor).
         signal_store: a :class:`tracedoc.cache.SignalStore` of this trace: its stored signal
             values seed the analysis (rules, selections and floors still apply anew), and the
             values computed now are stored in it when it had none.
@@ -113,7 +183,7 @@ def analyze_trace(
     Raises:
         tracedoc.errors.RuleError: a bad ``select``/``ignore`` selector or rule file.
     """
-    from tracedoc.engine.claims import MIN_SAVING_MS, MIN_SAVING_SHARE, apply_floors
+    from tracedoc.engine.claims import MIN_SAVING_MS, MIN_SAVING_SHARE, also_true, apply_floors, saving_floor
     from tracedoc.signals.ledger import idle_ledger
 
     rules = select_rules(rules if rules is not None else builtin_rules(), select, ignore)
@@ -123,12 +193,22 @@ def analyze_trace(
         ctx.seed(stored["values"], stored["errors"])
     findings, skipped = run_rules(ctx, rules)
     step_ms, _ = ctx.try_get("step_time_ms")
-    findings, below = apply_floors(
-        findings,
-        step_ms,
+    floors = (
         MIN_SAVING_MS if min_saving_ms is None else min_saving_ms,
         MIN_SAVING_SHARE if min_saving_share is None else min_saving_share,
     )
+    findings, below = apply_floors(findings, step_ms, *floors)
+    also = also_true(below, findings, saving_floor(step_ms, *floors))
+    _, distrust = window_checks(ctx)
+    if distrust:
+        from tracedoc.engine.claims import AlsoTrue
+
+        idle = [f for f in findings if f.claims and f.claims[0].startswith("idle:")]
+        findings = [f for f in findings if f not in idle]
+        also = [
+            AlsoTrue(f.code, f.name, "window", f"set aside: {distrust}", f.estimated_saving_ms, f.uncapped_saving_ms)
+            for f in idle
+        ] + also
     signals: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
     for name, sig in SIGNALS.items():
@@ -155,7 +235,7 @@ def analyze_trace(
         findings=findings,
         skipped=skipped,
         idle_ledger=ledger,
-        below_floor=below,
+        also_true=also,
         notes=report_notes(ctx),
         rules_evaluated=[r.code for r in rules],
     )

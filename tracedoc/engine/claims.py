@@ -22,6 +22,7 @@ trace is capped by the step alone.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from tracedoc.engine.rules import Finding
@@ -72,6 +73,7 @@ def grant_savings(findings: list[Finding], get: Callable[[str], Any]) -> None:
     order = sorted((f for f in findings if f.estimated_saving_ms is not None), key=lambda f: -f.estimated_saving_ms)
     want = {id(f): float(f.estimated_saving_ms) for f in order}
     granted = {id(f): 0.0 for f in order}
+    takers: dict[str, list[str]] = {}  # pool -> codes of the findings granted part of it, in order
     # pass k serves every finding's k-th claim: a finding's own (first) slice goes to it before
     # any other finding may spill into that slice as a secondary claim
     for k in range(max((len(f.claims) for f in order), default=0)):
@@ -88,11 +90,24 @@ def grant_savings(findings: list[Finding], get: Callable[[str], Any]) -> None:
             take = min(take, step_left)
             step_left -= take
             granted[id(f)] += take
+            if take > 0:
+                takers.setdefault(pool, []).append(f.code)
+                takers.setdefault("step", []).append(f.code)
     for f in order:
         g = round(max(granted[id(f)], 0.0), 3)
         if g < round(want[id(f)], 3):
             f.uncapped_saving_ms = round(want[id(f)], 3)
+            others = [c for pool in (*f.claims, "step") for c in takers.get(pool, []) if c != f.code]
+            f.overlaps = tuple(dict.fromkeys(others))
         f.estimated_saving_ms = g
+
+
+def saving_floor(step_time_ms: float | None, min_saving_ms: float, min_saving_share: float) -> float:
+    """The floor in ms per step: ``max(min_saving_ms, min_saving_share * step_time_ms)``."""
+    floor = min_saving_ms
+    if step_time_ms is not None and step_time_ms > 0:
+        floor = max(floor, min_saving_share * step_time_ms)
+    return floor
 
 
 def apply_floors(
@@ -103,10 +118,65 @@ def apply_floors(
     A finding with an estimate below ``max(min_saving_ms, min_saving_share * step_time_ms)``
     is below the floor; findings without an estimate are kept.
     """
-    floor = min_saving_ms
-    if step_time_ms is not None and step_time_ms > 0:
-        floor = max(floor, min_saving_share * step_time_ms)
+    floor = saving_floor(step_time_ms, min_saving_ms, min_saving_share)
     kept, below = [], []
     for f in findings:
         (below if f.estimated_saving_ms is not None and f.estimated_saving_ms < floor else kept).append(f)
     return kept, below
+
+
+@dataclass
+class AlsoTrue:
+    """A rule whose condition holds but which is not ranked: another finding already claims
+    its saving, its saving is under the floor, or the window makes its figure unreliable.
+
+    Attributes:
+        code, name: the rule's.
+        overlaps: ``"TD104 blocking-sync"``-style names of the findings granted its slices
+            first, ``"below floor"``, or ``"window"`` (a report note's reason).
+        why: one sentence a person can check against the figures.
+        estimated_saving_ms: what was granted (ms per step; None: not estimated).
+        uncapped_saving_ms: the rule's own estimate when the engine capped it (ms per step).
+    """
+
+    code: str
+    name: str
+    overlaps: str
+    why: str
+    estimated_saving_ms: float | None = None
+    uncapped_saving_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "overlaps": self.overlaps,
+            "why": self.why,
+            "estimated_saving_ms": self.estimated_saving_ms,
+            "uncapped_saving_ms": self.uncapped_saving_ms,
+        }
+
+
+def also_true(below: list[Finding], ranked: list[Finding], floor_ms: float) -> list[AlsoTrue]:
+    """The :class:`AlsoTrue` entries of the findings :func:`apply_floors` set aside.
+
+    A finding capped by :func:`grant_savings` overlaps the findings that were granted its
+    slices first (named with their rule names when they are in ``ranked`` or ``below``);
+    an uncapped one is simply below the floor of ``floor_ms`` ms per step.
+    """
+    names = {f.code: f.name for f in (*ranked, *below)}
+    out = []
+    for f in below:
+        granted = f.estimated_saving_ms or 0.0
+        if f.overlaps:
+            first = f.overlaps[0]
+            label = f"{first} {names.get(first, '')}".strip()
+            why = (
+                f"its estimate of {f.uncapped_saving_ms:.2f} ms per step lies in time already claimed by "
+                f"{', '.join(f.overlaps)}; {granted:.2f} ms is left for it, under the floor of {floor_ms:.2f} ms"
+            )
+        else:
+            label = "below floor"
+            why = f"its estimated saving of {granted:.2f} ms per step is under the floor of {floor_ms:.2f} ms"
+        out.append(AlsoTrue(f.code, f.name, label, why, f.estimated_saving_ms, f.uncapped_saving_ms))
+    return out

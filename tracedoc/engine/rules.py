@@ -100,6 +100,9 @@ class Finding:
     #: the rule's own estimate before the engine capped it to the slices still unclaimed
     #: (None when the estimate was granted whole)
     uncapped_saving_ms: float | None = None
+    #: codes of the findings that were granted this finding's slices first, when the engine
+    #: capped its saving (empty otherwise)
+    overlaps: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -28,9 +28,9 @@ The summary compares the ranks:
 * findings that hold on most ranks (more than half: a property of the job) versus on
   exactly one rank (look at that machine, its data shard or its GPU).
 
-JSON form (``schema_version`` 1, additive changes keep the version)::
+JSON form (``schema_version`` 2, the single-trace report's; additive changes keep the version)::
 
-    {"schema_version": 1, "kind": "multi-rank", "tool": {...}, "directory": str,
+    {"schema_version": 2, "kind": "multi-rank", "tool": {...}, "directory": str,
      "ranks": [{"rank": int | null, "rank_source": "distributedInfo" | "file name" | null,
                 "path": str, "report": <the single-trace report document>}],
      "summary": {"n_ranks", "step_time_ms": {rank_label: ms | null}, "median_step_time_ms",
@@ -43,7 +43,7 @@ JSON form (``schema_version`` 1, additive changes keep the version)::
      "failed": [{"path", "error"}], "skipped": [{"path", "reason"}],
      "followed_symlinks": [path], "run": {"executor", "workers" | "scheduler", "seconds"}}
 
-Unrelated traces: ``{"schema_version": 1, "kind": "multi-trace", "tool", "inputs",
+Unrelated traces: ``{"schema_version": 2, "kind": "multi-trace", "tool", "inputs",
 "traces": [{"path", "report"}], "failed", "skipped", "followed_symlinks", "run"}``.
 """
 

@@ -1,9 +1,9 @@
 """The analysis report as plain data, and its versioned JSON form.
 
-JSON schema (``schema_version`` 1; additive changes keep the version, anything
-else bumps it)::
+JSON schema (``schema_version`` 2; additive changes keep the version, anything
+else bumps it. Version 2 replaced ``below_floor`` with ``also_true``)::
 
-    {"schema_version": 1,
+    {"schema_version": 2,
      "tool": {"name": "tracedoc", "version": str},
      "trace": {"primary_device", "path", "n_events", "span_ms", "has_steps", "n_steps", "rank",
                "device": {...} | null, "devices": [...], "dropped_events": {reason: count}},
@@ -17,7 +17,9 @@ else bumps it)::
      "skipped": [{"code", "name", "reason"}],
      "rules_evaluated": [code, ...],
      "idle_ledger": {device_label: {cause: ms_per_step}},   # causes add up to the idle time
-     "below_floor": [{"code", "name", "estimated_saving_ms"}],
+     "also_true": [{"code", "name", "overlaps", "why", "estimated_saving_ms", "uncapped_saving_ms"}],
+                   # rules whose condition holds but that are not ranked: "overlaps" names the
+                   # finding that claims their time first, "below floor", or "window"
      "notes": [str]}
 
 Findings also carry ``claims`` (the ledger slices their saving is granted from) and
@@ -32,10 +34,11 @@ from typing import TYPE_CHECKING, Any
 from tracedoc import __version__
 
 if TYPE_CHECKING:  # annotations only: importing the engine here would be circular
+    from tracedoc.engine.claims import AlsoTrue
     from tracedoc.engine.rules import Finding, Skipped
     from tracedoc.trace import Trace
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def summarize_trace(trace: Trace) -> dict[str, Any]:
@@ -88,8 +91,9 @@ class Report:
     scopes: dict[str, str] = field(default_factory=dict)
     #: device label -> {ledger cause -> ms per step}; each device's causes add up to its idle time
     idle_ledger: dict[str, dict[str, float]] = field(default_factory=dict)
-    #: findings whose granted saving fell below the floors (not ranked, not counted for --fail-on)
-    below_floor: list[Finding] = field(default_factory=list)
+    #: rules whose condition holds but that are not ranked (another finding claims their time,
+    #: below the floor, or the window makes them unreliable), each with why; not counted for --fail-on
+    also_true: list[AlsoTrue] = field(default_factory=list)
     #: caveats about the whole report (e.g. a window dominated by start-up work)
     notes: list[str] = field(default_factory=list)
 
@@ -153,8 +157,6 @@ class Report:
             "skipped": [s.to_dict() for s in self.skipped],
             "rules_evaluated": self.rules_evaluated,
             "idle_ledger": self.idle_ledger,
-            "below_floor": [
-                {"code": f.code, "name": f.name, "estimated_saving_ms": f.estimated_saving_ms} for f in self.below_floor
-            ],
+            "also_true": [a.to_dict() for a in self.also_true],
             "notes": self.notes,
         }

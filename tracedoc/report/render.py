@@ -322,6 +322,10 @@ class MarkdownRenderer:
             if f.saving_basis:
                 lines += [f"Saving estimate: {f.saving_basis}", ""]
             lines += [f"**Fix** ({f.fix.safety}): {fix_text(f)}", ""]
+        if report.also_true:
+            lines += ["## Also true (not ranked)", ""]
+            lines += [f"- {a.code} `{a.name}`: {a.why}" for a in report.also_true]
+            lines.append("")
         if report.skipped:
             lines += ["## Skipped rules", ""]
             lines += [f"- {k.code} `{k.name}`: {dedupe_vendor(k.reason)}" for k in report.skipped]
@@ -419,9 +423,10 @@ class ConsoleRenderer:
         if len(shown) < len(report.findings):
             rest = len(report.findings) - len(shown)
             c.print(Text(f"  … {plural(rest, 'more finding')} not shown (--top {self.top})", style="dim"))
-        if report.below_floor:
-            names = ", ".join(f"{f.code} ({f.estimated_saving_ms:.2f} ms)" for f in report.below_floor)
-            c.print(Text(f"  below the saving floor, not listed: {names}", style="dim"))
+        if report.also_true:
+            c.print(Text("\nAlso true (not ranked):", style="dim"))
+            for a in report.also_true:
+                c.print(Padding(Text(f"{a.code} {a.name}: {a.why}", style="dim"), (0, 0, 0, 2)))
         if report.skipped:
             c.print(Text("\nSkipped rules:", style="dim"))
             for k in report.skipped:

@@ -4,62 +4,136 @@ For each device and each step window, GPU time is *busy* (the union of its kerne
 memcpys and memsets, any stream) or *idle*. Idle time is cut into elementary segments,
 and each segment gets exactly one owner, so the parts always add up to the idle time.
 
-**Step 1: the idle split of Holistic Trace Analysis (HTA).** HTA classifies the gap
+**Step 1: queued or not (HTA's idle split).** Holistic Trace Analysis classifies the gap
 before each kernel of a stream: *host-wait* when the kernel's runtime launch started
 after the previous kernel ended (the CPU had not enqueued work), *kernel-wait* when the
 gap is shorter than ``consecutive_kernel_delay`` (default 30, "the overhead to launch
 consecutive kernels"), *other* otherwise (e.g. waiting on an event of another stream).
 HTA works per stream and skips the gap before a stream's first kernel. The ledger applies
-the same test per device and per instant, so leading and trailing gaps count too:
+the same test per device and per instant, so leading and trailing gaps count too. An idle
+instant ``t`` is *queued* when some GPU event of the device has been launched and has not
+started: its launch call had returned (``launch_end <= t``) and ``t < start``. Work whose
+launch call is not in the trace is never queued. A queued instant is never host-wait,
+whatever the CPU does meanwhile: a CPU blocked in a synchronisation or a copy at that
+moment waits on the GPU's queue, not the reverse. It is owned by:
 
-* an idle instant ``t`` is **host-wait** when no work is queued on the device at ``t``
-  (no GPU event whose launch call had returned and that had not started:
-  ``launch_end <= t < start``), or when the launching CPU thread
-  is inside a *blocking call* at ``t`` (it holds the work back: a pageable copy being
-  staged, ``hipMemcpyWithStream``, a synchronisation);
-* otherwise work is queued and the GPU waits on something else: **kernel_wait** when the
-  idle gap containing ``t`` is shorter than :data:`KERNEL_WAIT_MAX_US` (30 µs), else
-  **other_idle**.
+* ``kernel_wait`` -- the idle gap holding ``t`` (the hole in the device's busy union) is
+  shorter than :data:`KERNEL_WAIT_MAX_US` (30 µs);
+* ``dependency_wait`` -- otherwise, when one of the events queued at ``t`` is a
+  *dependent event* (below): queued work that cannot start because its stream waits on an
+  event;
+* ``other_idle`` -- otherwise (HTA's *other*).
 
-**Step 2: host-wait causes.** A host-wait instant is owned by what the CPU threads that
-launch this device's work were doing, first match wins:
+A **stream-wait call** is a runtime call named ``cudaStreamWaitEvent``,
+``hipStreamWaitEvent`` or ``cuStreamWaitEvent`` (prefix match). Its *waiting stream* is
+the (device, stream) of the ``cuda_sync`` event named ``Stream Wait Event`` with the same
+correlation id when the trace has one (recorded), else the (device, stream) of the first
+GPU event whose launch call is on the same (pid, tid) and starts at or after the wait
+call's end (inferred); without either, the wait is ignored. Its **dependent event** is
+the first GPU event on the waiting stream whose launch call starts at or after the wait
+call's start. Its *producer* is inferred as the last event-record call (``cudaEventRecord``,
+``hipEventRecord``, ``cuEventRecord``, prefix match) of any thread that starts before the
+wait call starts; when there is none, the producer is outside the profiled window (a
+report note says so, :func:`dependency_waits`).
 
-1. ``blocking_sync`` -- inside a blocking call: ``cuda/hip{Stream,Device,Event,Ctx}
-   Synchronize``, a synchronous ``cudaMemcpy``/``hipMemcpy``/``hipMemcpyWithStream``, a
-   ``*MemcpyAsync`` whose copy reads or writes pageable memory (the driver stages it and
-   returns only when done) or is a D2H copy to unpinned memory, or the CPU ops that block
-   on the GPU (``aten::item``, ``aten::_local_scalar_dense``, ``aten::nonzero``, ...).
-2. ``allocator`` -- inside ``cudaMalloc``/``cudaFree``/``hipMalloc``/``hipFree`` (and
-   their async, host and managed variants).
-3. ``communication`` -- inside a CPU collective (``gloo:*``, ``c10d::*``, ...).
-4. ``startup`` -- one-off start-up work: context or module creation calls; any other
-   non-blocking runtime call longer than :data:`SLOW_LAUNCH_MIN_US` that starts before the
-   trace's first GPU work (CUDA and HIP create the context lazily, inside the first call);
+**Step 2: host-wait causes.** An idle instant with nothing queued is host-wait. It is
+owned by what the CPU threads that launch this device's work were doing, first match
+wins:
+
+1. ``pageable_h2d`` -- inside a blocking call (see 2) that issues a host-to-device copy
+   whose source memory is not ``Pinned`` (``Pageable``, or host memory of unknown kind, as
+   ROCm traces write it: ``Host``). The driver stages such a copy and returns only when it
+   is done; pinned memory and ``non_blocking=True`` remove the call (its refill, 9, too).
+   Any other blocking runtime call of 2) that starts inside the innermost enclosing
+   ``cpu_op`` of such a copy call on the same thread (the stream synchronisation that
+   ``tensor.to(device)`` issues after the copy) is ``pageable_h2d`` too. An asynchronous
+   copy is blocking only as 2) says (pageable memory named as such, or D2H into memory
+   that is not pinned).
+2. ``blocking_sync`` -- inside another blocking call: ``cuda/hip/cu{Stream,Device,Event,
+   Ctx}Synchroni[sz]e``, a synchronous ``cudaMemcpy``/``cudaMemcpy2D``/``cudaMemcpy3D``/
+   ``hipMemcpy``/``hipMemcpyWithStream``/``cuMemcpy{D,H}to{D,H}``, a ``*MemcpyAsync`` whose
+   copy reads or writes pageable memory or is a D2H
+   copy into memory that is not pinned; or inside a CPU op that blocks on the GPU
+   (``aten::item``, ``aten::_local_scalar_dense``, ``aten::nonzero``, ``aten::is_nonzero``,
+   ``aten::equal``, ``aten::tolist``). Such a blocking CPU op is a blocking call of 2) in
+   every respect (it has a refill, 9), but never ``pageable_h2d``.
+3. ``allocator`` -- inside ``cudaMalloc``/``cudaFree``/``hipMalloc``/``hipFree`` (and
+   their async, host, managed, pitch and array variants, ``cuMemAlloc*``/``cuMemFree*``,
+   ``cudaHostAlloc``/``cudaFreeHost``) that is not start-up work (5).
+4. ``communication`` -- inside a CPU collective (``gloo:*``, ``c10d::*``, ...).
+5. ``startup`` -- one-off start-up work: context or module creation calls (``cuInit``,
+   ``cuCtxCreate``, ``cuModuleLoad*``, ...); any allocator call that starts before the
+   trace's first GPU event (CUDA and HIP create the context lazily, inside the first
+   call, often a ``cudaFree``); any other runtime call longer than
+   :data:`SLOW_LAUNCH_MIN_US` that starts before the trace's first GPU event and is not a
+   blocking call (a launch call may be one); *lazy initialisation in an op's first call*,
+   only in a trace that records the process's GPU start-up (it has a start-up runtime call
+   by name, or a runtime call longer than :data:`SLOW_LAUNCH_MIN_US` that is not a
+   blocking call, starting before the trace's first GPU event; a trace that begins in
+   steady state sees no first calls): an allocator call, or a runtime call longer than
+   :data:`SLOW_LAUNCH_MIN_US` that is neither a launch call (10) nor a blocking call,
+   whose innermost enclosing ``cpu_op`` (below) is the first call of that op's name on
+   that (pid, tid) (the earliest ``ts`` among the ``cpu_op`` events of that name and
+   thread, the first in trace order on a tie; cuDNN and cuBLAS create handles, streams
+   and workspaces there);
    compilation (Dynamo/Inductor/Triton spans); and first launches that load modules: a
    *kernel*-launch call (``cudaLaunchKernel``, ``cuLaunchKernel``, ``hipLaunchKernel``,
    ``hipModuleLaunchKernel``, ...; not a memcpy or memset call) longer than both
    :data:`SLOW_LAUNCH_MIN_US` and :data:`SLOW_LAUNCH_FACTOR` times the trace's median
    kernel-launch call.
-5. ``dataloader`` -- inside ``enumerate(DataLoader)#...__next__``.
-6. ``zero_grad`` -- inside ``Optimizer.zero_grad#...`` (its per-parameter fill kernels).
-6b. ``optimizer_step`` -- inside ``Optimizer.step#...`` (a single-tensor optimizer launches
+6. ``dataloader`` -- inside ``enumerate(DataLoader)#...__next__``.
+7. ``zero_grad`` -- inside ``Optimizer.zero_grad#...`` (its per-parameter fill kernels).
+8. ``optimizer_step`` -- inside ``Optimizer.step#...`` (a single-tensor optimizer launches
    its kernels parameter by parameter there).
-7. ``blocking_sync`` again for the *refill* after a blocking call: from its end until the
-   next launch on the device, the queue it drained is empty and the GPU waits for the CPU
-   to catch up; without the blocking call that CPU work would have overlapped GPU work.
-8. ``launch_overhead`` -- inside a launch call (a kernel-launch, memcpy or memset runtime
-   call), or inside a ``cpu_op`` that contains one on its thread (dispatcher, framework
-   and Python-binding time spent issuing GPU work). Record-function annotations
-   (``Optimizer.step#...``, ``enumerate(DataLoader)#...``) are not ops, whatever their
-   category: old traces file them as ``Operator``, so they are told by the ``#`` in
-   their name.
-9. ``other_cpu`` -- inside any other CPU op, annotation, Python function or runtime call.
-   ``ProfilerStep#N`` spans do not count: they cover the whole step and are no activity.
-10. ``untraced`` -- nothing of the launching threads covers the instant (but a
+9. The *refill* after a blocking call of 1) or 2), owned by the same cause (``pageable_h2d``
+   after a pageable H2D copy, else ``blocking_sync``). The queue the call drained is
+   empty, and the GPU waits for the CPU to launch again. When no GPU event of this device
+   is launched after the call ends, there is no refill (the program stopped issuing work;
+   the trailing idle is not the call's). The refill runs from the call's
+   end to the first of: the next launch of a GPU event of this device (the start of its
+   launch call, any thread); the start of the next *other work* on the blocking call's own
+   thread that starts at or after the call's end; the end of the window. Other work is a
+   CPU op, annotation or Python function (any category, but ``ProfilerStep#N``) that
+   contains no launch call of its thread (a launch call ``[ts, end)`` is contained when
+   ``op.ts <= call.ts`` and ``call.ts <= op.end``), or a runtime call that is neither a
+   launch call (10) nor a stream-wait nor an event-record call. From there the idle
+   belongs to that work.
+10. ``launch_overhead`` -- inside a launch call (a kernel-launch, memcpy or memset runtime
+    call), or inside a ``cpu_op`` that contains one on its thread (dispatcher, framework
+    and Python-binding time spent issuing GPU work). Record-function annotations
+    (``Optimizer.step#...``, ``enumerate(DataLoader)#...``) are not ops, whatever their
+    category: old traces file them as ``Operator``, so they are told by the ``#`` in
+    their name.
+11. ``other_cpu`` -- inside any other CPU op, annotation, Python function or runtime call.
+    ``ProfilerStep#N`` spans do not count: they cover the whole step and are no activity.
+12. ``untraced`` -- nothing of the launching threads covers the instant (but a
     ``ProfilerStep#N`` span).
 
 The launching threads of a device are the (pid, tid) pairs whose runtime calls launched
 its work; a trace whose work cannot be linked to runtime calls uses every thread.
+Every span above is half-open, ``[start, end)`` in µs, and is clipped to the step window.
+
+Terms used above:
+
+* A *launch call* is a runtime call whose name is a kernel launch, memcpy or memset call
+  (:data:`LAUNCH_CALL_PATTERNS`, by name, whether or not a GPU event links to it); a
+  *kernel-launch call* is one of the first pattern only.
+* An op *contains* a runtime call when both are on the same (pid, tid) and
+  ``op.ts <= call.ts <= op.end`` (closed at both ends, unlike the spans painted); a
+  call's *innermost enclosing* ``cpu_op`` is the containing ``cpu_op`` with the latest
+  ``ts`` (on a tie, the shortest). "Starts inside" an op means the same test.
+* Names of compilation spans (:data:`STARTUP_OPS`) are matched on every event of the ops
+  frame (``cpu_op``, ``user_annotation``, ``python_function``). An allocator call inside a
+  compilation span stays ``allocator`` (3 comes first) unless 5 makes the call itself
+  start-up.
+* The launch patterns are wide on purpose: ``cudaLaunchHostFunc`` counts as a launch call,
+  and the synchronous ``*Memcpy`` calls are launch calls too (blocking as 2 says).
+* The refill of 9 runs at most to the end of the last step window, complete or not (it
+  may cross into the next window; each window counts its own part). Where the refills of a ``pageable_h2d``
+  call and of another blocking call overlap, ``pageable_h2d`` owns the overlap.
+* The recorded waiting stream of a stream-wait call is read per call: a call with a
+  ``Stream Wait Event`` sync event of its own correlation id uses it; another call of the
+  same trace without one is inferred.
 """
 
 from __future__ import annotations
@@ -82,10 +156,21 @@ from tracedoc.signals.steps import (
 )
 from tracedoc.signals.strings import cached_name_mask, frame_threads, on_threads
 
+#: Launch calls by name (the runtime-call classes of :mod:`tracedoc.load.categories`): a
+#: kernel launch (first pattern), a memcpy or a memset call.
+LAUNCH_CALL_PATTERNS = (
+    r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|ExtLaunchKernel|ExtModuleLaunchKernel|"
+    r"ModuleLaunchKernel|GraphLaunch)|^cu(LaunchKernel|LaunchKernelEx|LaunchCooperativeKernel|GraphLaunch)|"
+    r"^hipLaunch|^cudaLaunch",
+    r"^(cuda|hip|cu)Memcpy",
+    r"^(cuda|hip|cu)Memset",
+)
+
 #: Host-wait causes, in the order the ledger reports them.
 HOST_WAIT_CAUSES = (
     "dataloader",
     "blocking_sync",
+    "pageable_h2d",
     "allocator",
     "communication",
     "startup",
@@ -95,8 +180,10 @@ HOST_WAIT_CAUSES = (
     "other_cpu",
     "untraced",
 )
+#: Causes of idle time with work queued on the device (never charged to the host).
+QUEUED_CAUSES = ("kernel_wait", "dependency_wait", "other_idle")
 #: Every key of a device's ledger; the values add up to the device's idle time.
-LEDGER_KEYS = (*HOST_WAIT_CAUSES, "kernel_wait", "other_idle")
+LEDGER_KEYS = (*HOST_WAIT_CAUSES, *QUEUED_CAUSES)
 
 #: HTA's ``consecutive_kernel_delay`` default (get_idle_time_breakdown): queued gaps shorter than
 #: this are the overhead of launching back-to-back kernels.
@@ -108,6 +195,8 @@ SLOW_LAUNCH_MIN_US = 1000.0
 SLOW_LAUNCH_FACTOR = 50.0
 
 _BLOCKING_SYNC = re.compile(r"^(cuda|hip|cu)(Stream|Device|Event|Ctx)Synchroni[sz]e")
+_STREAM_WAIT = re.compile(r"^(cuda|hip|cu)StreamWaitEvent")
+_EVENT_RECORD = re.compile(r"^(cuda|hip|cu)EventRecord")
 _SYNC_MEMCPY = re.compile(r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|hipMemcpy|hipMemcpyWithStream|cuMemcpy[DH]to[DH])$")
 _ALLOCATOR = re.compile(
     r"^(cuda|hip)(Malloc|Free)(Async|Host|Managed|Pitch|Array)?$|^cu(MemAlloc|MemFree)|^(cuda|hip)(HostAlloc|FreeHost)$"
@@ -128,8 +217,9 @@ STARTUP_OPS = re.compile(
 
 def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
     """Per runtime call (bools): blocking, pageable_h2d (a blocking H2D copy from pageable
-    memory), allocator, startup, launch (a kernel-launch call), issues_gpu (a kernel launch,
-    memcpy or memset call: a *launch call* of the ledger)."""
+    memory, also ``blocking``), allocator (not start-up), startup, launch (a kernel-launch
+    call), issues_gpu (a kernel launch, memcpy or memset call: a *launch call* of the
+    ledger), stream_wait, event_record (see the module docstring)."""
 
     def build() -> pd.DataFrame:
         rt = ctx.trace.runtime
@@ -150,12 +240,15 @@ def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
             flag = by_corr.reindex(copies["correlation"].to_numpy()).fillna(False).to_numpy(dtype=bool)
             blocking[copies["rt_pos"].to_numpy()[flag]] = True
             pg = pd.Series(
-                pageable.to_numpy() & mc["copy_kind"].eq("HtoD").to_numpy(), index=mc["correlation"].to_numpy()
+                ~mc["src_memory"].eq("Pinned").to_numpy() & mc["copy_kind"].eq("HtoD").to_numpy(),
+                index=mc["correlation"].to_numpy(),
             )
             pg = pg[~pg.index.isna()].groupby(level=0).any()
             pflag = pg.reindex(copies["correlation"].to_numpy()).fillna(False).to_numpy(dtype=bool)
             pageable_h2d[copies["rt_pos"].to_numpy()[pflag]] = True
-        allocator = cached_name_mask(ctx, "runtime", "allocator", lambda n: bool(_ALLOCATOR.match(n)))
+            pageable_h2d &= blocking  # a non-blocking copy from unpinned memory is no call to remove
+            pageable_h2d |= blocking & _in_op_of(ctx, pageable_h2d)  # the copy's own stream sync
+        allocator = cached_name_mask(ctx, "runtime", "allocator", lambda n: bool(_ALLOCATOR.match(n))).copy()
         launch = (rt["kind"] == "launch").to_numpy()
         issues_gpu = rt["kind"].isin(("launch", "memcpy", "memset")).to_numpy()
         startup = cached_name_mask(ctx, "runtime", "startup", lambda n: bool(_STARTUP_RUNTIME.match(n))).copy()
@@ -163,11 +256,21 @@ def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
         if launch.any():
             med = float(np.median(dur[launch]))
             startup |= launch & (dur > max(SLOW_LAUNCH_MIN_US, SLOW_LAUNCH_FACTOR * med))
+        process_start = False
         if len(g):
             # CUDA and HIP create the context lazily, inside whichever runtime call comes first:
             # a slow call before any GPU work has started is that initialisation
             first_gpu = float(g["ts_us"].min())
-            startup |= (rt["ts_us"].to_numpy() < first_gpu) & (dur > SLOW_LAUNCH_MIN_US) & ~blocking
+            early = rt["ts_us"].to_numpy() < first_gpu
+            slow_early = early & (dur > SLOW_LAUNCH_MIN_US) & ~blocking
+            process_start = bool((slow_early | (early & startup)).any())
+            startup |= slow_early
+            startup |= early & allocator  # the first cudaFree/cudaMalloc creates the context
+        if process_start:
+            # lazy initialisation inside the first call of an op (cuDNN/cuBLAS handles, workspaces)
+            slow_other = (dur > SLOW_LAUNCH_MIN_US) & ~issues_gpu & ~blocking
+            startup |= _in_first_call(ctx, (allocator | slow_other) & ~startup)
+        allocator &= ~startup
         return pd.DataFrame(
             {
                 "blocking": blocking,
@@ -176,6 +279,10 @@ def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
                 "startup": startup,
                 "launch": launch,
                 "issues_gpu": issues_gpu,
+                "stream_wait": cached_name_mask(ctx, "runtime", "stream_wait", lambda n: bool(_STREAM_WAIT.match(n))),
+                "event_record": cached_name_mask(
+                    ctx, "runtime", "event_record", lambda n: bool(_EVENT_RECORD.match(n))
+                ),
             },
             index=rt.index,
         )
@@ -183,21 +290,74 @@ def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
     return ctx.cached("ledger_runtime_classes", build)
 
 
-def _launching_ops(ctx: SignalContext) -> np.ndarray:
-    """Mask over ``trace.ops``: a ``cpu_op`` (not a ProfilerStep) that contains a launch call on its thread."""
+def _in_op_of(ctx: SignalContext, calls: np.ndarray) -> np.ndarray:
+    """Mask over ``trace.runtime``: the call starts inside the innermost enclosing ``cpu_op``
+    of one of ``calls`` (same pid/tid). ``calls`` are few (the blocking pageable copies)."""
+    out = np.zeros(len(calls), dtype=bool)
+    ops, rt = ctx.trace.ops, ctx.trace.runtime
+    pos = np.flatnonzero(calls)
+    if not pos.size or not len(ops):
+        return out
+    cpu = (ops["cat"] == "cpu_op").to_numpy()
+    op_codes, op_labels = frame_threads(ctx, "ops")
+    rt_codes, rt_labels = frame_threads(ctx, "runtime")
+    o_ts, o_end = ops["ts_us"].to_numpy(dtype=float), ops["end_us"].to_numpy(dtype=float)
+    r_ts, r_end = rt["ts_us"].to_numpy(dtype=float), rt["end_us"].to_numpy(dtype=float)
+    op_code_of = {lab: i for i, lab in enumerate(op_labels)}
+    for i in pos.tolist():
+        oc = op_code_of.get(rt_labels[rt_codes[i]])
+        if oc is None:
+            continue
+        enc = np.flatnonzero(cpu & (op_codes == oc) & (o_ts <= r_ts[i]) & (o_end >= r_end[i]))
+        if not enc.size:
+            continue
+        j = enc[np.argmax(o_ts[enc])]  # the innermost: the latest start
+        out |= (rt_codes == rt_codes[i]) & (r_ts >= o_ts[j]) & (r_ts < o_end[j])
+    return out
+
+
+def _in_first_call(ctx: SignalContext, candidates: np.ndarray) -> np.ndarray:
+    """Mask over ``trace.runtime``: a ``candidates`` call whose innermost enclosing ``cpu_op``
+    (same pid/tid, ``ts <= call.ts`` and ``call.end <= end``) is the first call of that op's
+    name on the thread (the earliest ``ts``)."""
+    out = np.zeros(len(candidates), dtype=bool)
+    pos = np.flatnonzero(candidates)
+    ops, rt = ctx.trace.ops, ctx.trace.runtime
+    if not pos.size or not len(ops):
+        return out
+    from tracedoc.signals.attribution import runtime_ops
+
+    inner = runtime_ops(ctx)["op"].to_numpy(dtype=object)
+    cpu = (ops["cat"] == "cpu_op").to_numpy()
+    op_codes, op_labels = frame_threads(ctx, "ops")
+    first = pd.DataFrame(
+        {
+            "thread": op_labels[op_codes[cpu]],
+            "name": ops["name"].to_numpy(dtype=object)[cpu],
+            "ts": ops["ts_us"].to_numpy(dtype=float)[cpu],
+            "end": ops["end_us"].to_numpy(dtype=float)[cpu],
+        }
+    )
+    first = first.sort_values("ts", kind="stable").drop_duplicates(["thread", "name"])
+    span = {(a, b): (c, d) for a, b, c, d in first.itertuples(index=False, name=None)}
+    rt_codes, rt_labels = frame_threads(ctx, "runtime")
+    r_ts, r_end = rt["ts_us"].to_numpy(dtype=float), rt["end_us"].to_numpy(dtype=float)
+    for i in pos.tolist():  # the candidates: allocator and slow calls, a few per step
+        hit = span.get((rt_labels[rt_codes[i]], inner[i]))
+        out[i] = hit is not None and hit[0] <= r_ts[i] and r_end[i] <= hit[1]
+    return out
+
+
+def _contains_launch(ctx: SignalContext) -> np.ndarray:
+    """Mask over ``trace.ops`` (any category): the span contains a launch call (kernel launch,
+    memcpy or memset runtime call) of its own thread."""
 
     def build() -> np.ndarray:
         ops, rt = ctx.trace.ops, ctx.trace.runtime
         out = np.zeros(len(ops), dtype=bool)
-        cls = _runtime_classes(ctx)
-        is_launch = cls["issues_gpu"].to_numpy()
+        is_launch = _runtime_classes(ctx)["issues_gpu"].to_numpy()
         if not is_launch.any() or not len(ops):
             return out
-        # record_function annotations (ProfilerStep#, Optimizer.step#, enumerate(DataLoader)#...) are
-        # no ops: old traces file them as `Operator`, i.e. cpu_op, so they are told by the `#`
-        candidate = (ops["cat"] == "cpu_op").to_numpy() & ~cached_name_mask(
-            ctx, "ops", "annotation", lambda n: "#" in n
-        )
         rt_codes, rt_labels = frame_threads(ctx, "runtime")
         op_codes, op_labels = frame_threads(ctx, "ops")
         op_code_of = {lab: i for i, lab in enumerate(op_labels)}
@@ -208,15 +368,124 @@ def _launching_ops(ctx: SignalContext) -> np.ndarray:
             if oc is None:
                 continue
             lts = np.sort(ts_all[is_launch & (rt_codes == rc)])
-            sel = np.flatnonzero(candidate & (op_codes == oc))
-            if not sel.size:
-                continue
+            sel = np.flatnonzero(op_codes == oc)
             a = np.searchsorted(lts, o_ts[sel], side="left")
             b = np.searchsorted(lts, o_end[sel], side="right")
             out[sel] = b > a
         return out
 
+    return ctx.cached("ledger_contains_launch", build)
+
+
+def _launching_ops(ctx: SignalContext) -> np.ndarray:
+    """Mask over ``trace.ops``: a ``cpu_op`` (not a ProfilerStep) that contains a launch call on its thread."""
+
+    def build() -> np.ndarray:
+        # record_function annotations (ProfilerStep#, Optimizer.step#, enumerate(DataLoader)#...) are
+        # no ops: old traces file them as `Operator`, i.e. cpu_op, so they are told by the `#`
+        candidate = (ctx.trace.ops["cat"] == "cpu_op").to_numpy() & ~cached_name_mask(
+            ctx, "ops", "annotation", lambda n: "#" in n
+        )
+        return candidate & _contains_launch(ctx)
+
     return ctx.cached("ledger_launching_ops", build)
+
+
+_WAIT_COLUMNS = ("rt_pos", "ts_us", "end_us", "thread", "device", "stream", "stream_source", "dependent", "producer")
+
+
+def dependency_waits(ctx: SignalContext) -> pd.DataFrame:
+    """One row per stream-wait call of the trace (module docstring, step 1).
+
+    Columns: rt_pos (row position in ``trace.runtime``), ts_us, end_us, thread
+    (``"pid/tid"``), device and stream (the waiting stream, -1 when unknown),
+    stream_source (``"recorded"``: a ``Stream Wait Event`` sync event with the same
+    correlation; ``"inferred"``: the next GPU event launched by the same thread;
+    ``"unknown"``), dependent (row position in :func:`~tracedoc.signals.steps.gpu_events`
+    of the dependent event, -1 when none), producer (row position in ``trace.runtime`` of
+    the inferred producer, the last event-record call that starts before the wait; -1
+    when there is none in the trace: the producer is outside the window).
+    """
+
+    def build() -> pd.DataFrame:
+        rt = ctx.trace.runtime
+        cls = _runtime_classes(ctx)
+        pos = np.flatnonzero(cls["stream_wait"].to_numpy())
+        n = pos.size
+        if not n:
+            return pd.DataFrame(
+                {c: pd.Series(dtype=object if c in ("thread", "stream_source") else float) for c in _WAIT_COLUMNS}
+            )
+        rt_codes, rt_labels = frame_threads(ctx, "runtime")
+        w_ts = rt["ts_us"].to_numpy(dtype=float)[pos]
+        w_end = rt["end_us"].to_numpy(dtype=float)[pos]
+        w_thread = rt_labels[rt_codes[pos]]
+        dev = np.full(n, -1, dtype=np.int64)
+        stream = np.full(n, -1, dtype=np.int64)
+        source = np.full(n, "unknown", dtype=object)
+        sy = ctx.trace.syncs
+        if len(sy):
+            swe = sy[(sy["name"] == "Stream Wait Event").to_numpy() & sy["correlation"].notna().to_numpy()]
+            swe = swe.drop_duplicates("correlation", keep=False)  # an ambiguous id links nothing
+            if len(swe):
+                by_corr = pd.DataFrame({"device": swe["device"].to_numpy(), "stream": swe["stream"].to_numpy()})
+                by_corr.index = swe["correlation"].to_numpy()
+                hit = by_corr.reindex(rt["correlation"].to_numpy()[pos])
+                ok = hit["device"].notna().to_numpy()
+                dev[ok] = hit["device"].to_numpy()[ok].astype(np.int64)
+                stream[ok] = hit["stream"].to_numpy()[ok].astype(np.int64)
+                source[ok] = "recorded"
+        g = gpu_events(ctx)
+        g_lts = g["launch_ts_us"].to_numpy(dtype=float)
+        g_thread = g["launch_thread"].to_numpy(dtype=object)
+        g_dev, g_stream = g["device"].to_numpy(), g["stream"].to_numpy()
+        todo = source == "unknown"
+        for th in pd.unique(w_thread[todo]):
+            rows = np.flatnonzero((g_thread == th) & ~np.isnan(g_lts))
+            if not rows.size:
+                continue
+            rows = rows[np.argsort(g_lts[rows], kind="stable")]
+            sel = np.flatnonzero(todo & (w_thread == th))
+            k = np.searchsorted(g_lts[rows], w_end[sel], side="left")
+            found = k < rows.size
+            nxt = rows[np.minimum(k, rows.size - 1)]
+            dev[sel[found]] = g_dev[nxt[found]]
+            stream[sel[found]] = g_stream[nxt[found]]
+            source[sel[found]] = "inferred"
+        dependent = np.full(n, -1, dtype=np.int64)
+        known = stream >= 0
+        if known.any() and len(g):
+            for d, st in {(int(a), int(b)) for a, b in zip(dev[known], stream[known], strict=True)}:
+                rows = np.flatnonzero((g_dev == d) & (g_stream == st) & ~np.isnan(g_lts))
+                if not rows.size:
+                    continue
+                rows = rows[np.argsort(g_lts[rows], kind="stable")]
+                sel = np.flatnonzero(known & (dev == d) & (stream == st))
+                k = np.searchsorted(g_lts[rows], w_ts[sel], side="left")
+                found = k < rows.size
+                dependent[sel[found]] = rows[np.minimum(k, rows.size - 1)][found]
+        rec = np.flatnonzero(cls["event_record"].to_numpy())
+        producer = np.full(n, -1, dtype=np.int64)
+        if rec.size:
+            rec_ts = rt["ts_us"].to_numpy(dtype=float)[rec]
+            order = np.argsort(rec_ts, kind="stable")
+            k = np.searchsorted(rec_ts[order], w_ts, side="left") - 1
+            producer = np.where(k >= 0, rec[order][np.maximum(k, 0)], -1)
+        return pd.DataFrame(
+            {
+                "rt_pos": pos,
+                "ts_us": w_ts,
+                "end_us": w_end,
+                "thread": pd.Series(w_thread, dtype=object),
+                "device": dev,
+                "stream": stream,
+                "stream_source": pd.Series(source, dtype=object),
+                "dependent": dependent,
+                "producer": producer,
+            }
+        )
+
+    return ctx.cached("ledger_dependency_waits", build)
 
 
 def _spans(df: pd.DataFrame, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -225,24 +494,60 @@ def _spans(df: pd.DataFrame, mask: np.ndarray | None = None) -> tuple[np.ndarray
     return (s, e) if mask is None else (s[mask], e[mask])
 
 
-def _refill_spans(block_end: np.ndarray, launch_ts: np.ndarray, hi: float) -> tuple[np.ndarray, np.ndarray]:
-    """From the end of each blocking call to the first launch of the device at or after it."""
+def _refill_spans(
+    ctx: SignalContext, block_end: np.ndarray, block_thread: np.ndarray, launch_ts: np.ndarray, hi: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The refill after each blocking call (module docstring, cause 9): from ``block_end`` to
+    the first of the device's next launch (``launch_ts``, any thread), the start of the next
+    CPU event on the call's own thread (``block_thread``, ``"pid/tid"``) that contains no
+    launch call and is no ``ProfilerStep#N``, and ``hi``. Arrays of µs, one per call."""
     if not block_end.size:
         return block_end, block_end
     lts = np.sort(launch_ts[~np.isnan(launch_ts)])
-    if not lts.size:
-        return block_end, np.full_like(block_end, hi)
-    k = np.searchsorted(lts, block_end, side="left")
-    nxt = np.where(k < lts.size, lts[np.minimum(k, lts.size - 1)], hi)
-    return block_end, np.maximum(nxt, block_end)
+    if lts.size:
+        k = np.searchsorted(lts, block_end, side="left")
+        # no later launch: the GPU's work is over, nothing is refilled (the trailing idle of a
+        # program that stopped launching is not the blocking call's)
+        end = np.where(k < lts.size, lts[np.minimum(k, lts.size - 1)], block_end)
+    else:
+        end = block_end.copy()
+    cls = _runtime_classes(ctx)
+    # other work: CPU events that launch nothing; a stream wait or event record is part of
+    # issuing GPU work, as a launch is
+    other_rt = ~(cls["issues_gpu"] | cls["stream_wait"] | cls["event_record"]).to_numpy()
+    other_ops = ~_contains_launch(ctx) & ~profiler_step_mask(ctx)
+    for frame, other in (("ops", other_ops), ("runtime", other_rt)):
+        df = getattr(ctx.trace, frame)
+        if not len(df):
+            continue
+        codes, labels = frame_threads(ctx, frame)
+        code_of = {lab: i for i, lab in enumerate(labels)}
+        ts = df["ts_us"].to_numpy(dtype=float)
+        for th in pd.unique(block_thread):
+            c = code_of.get(th)
+            if c is None:
+                continue
+            starts = np.sort(ts[other & (codes == c)])
+            if not starts.size:
+                continue
+            sel = np.flatnonzero(block_thread == th)
+            k = np.searchsorted(starts, block_end[sel], side="left")
+            cut = np.where(k < starts.size, starts[np.minimum(k, starts.size - 1)], np.inf)
+            end[sel] = np.minimum(end[sel], cut)
+    return block_end, np.maximum(np.minimum(end, hi), block_end)
+
+
+def _thread_labels(ctx: SignalContext, frame: str, mask: np.ndarray) -> np.ndarray:
+    """``"pid/tid"`` of the rows of ``trace.<frame>`` selected by ``mask``."""
+    codes, labels = frame_threads(ctx, frame)
+    return labels[codes[mask]] if len(codes) else np.array([], dtype=object)
 
 
 def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
-    """The ledger of one device: array ``(n_windows, len(LEDGER_KEYS) + 2)`` in µs per step window.
+    """The ledger of one device: array ``(n_windows, len(LEDGER_KEYS) + 1)`` in µs per step window.
 
     Columns follow :data:`LEDGER_KEYS` and add up to the window's idle time (window length
-    minus busy time); then the device's busy time; then the part of ``blocking_sync`` spent
-    in blocking H2D copies from pageable memory (a sub-slice, already inside ``blocking_sync``).
+    minus busy time); the last column is the device's busy time.
 
     Raises:
         SignalUnavailable: the device has no GPU activity in the trace.
@@ -250,8 +555,9 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
 
     def build() -> np.ndarray:
         t = ctx.trace
-        g = gpu_events(ctx)
-        g = g[(g["device"] == device).to_numpy()]
+        g_all = gpu_events(ctx)
+        on_dev = (g_all["device"] == device).to_numpy()
+        g = g_all[on_dev]
         if not len(g):
             raise SignalUnavailable(f"device {device} has no GPU activity in the trace")
         w = step_windows(ctx)
@@ -272,37 +578,45 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
         # work is queued once its launch call has returned (a slow first launch that loads a
         # module has not queued anything yet), until it starts
         q = ~np.isnan(lte) & (lte < gs)
-        queued_s, queued_e = lte[q], gs[q]
+        dep = np.zeros(len(g_all), dtype=bool)
+        waits = dependency_waits(ctx)
+        if len(waits):
+            d = waits["dependent"].to_numpy()
+            dep[d[d >= 0]] = True
+        qd = q & dep[on_dev]
+        pageable = rt_on & cls["pageable_h2d"].to_numpy()
+        blocking_rt = rt_on & cls["blocking"].to_numpy() & ~pageable
         blocking_ops = ops_on & cached_name_mask(ctx, "ops", "blocking", lambda n: bool(BLOCKING_OPS.match(n)))
-        block = [
-            _spans(rt, rt_on & cls["blocking"].to_numpy()),
-            _spans(ops, blocking_ops),
-        ]
-        bs = np.concatenate([b[0] for b in block])
-        be = np.concatenate([b[1] for b in block])
+        page_s, page_e = _spans(rt, pageable)
+        bs = np.concatenate([_spans(rt, blocking_rt)[0], _spans(ops, blocking_ops)[0]])
+        be = np.concatenate([_spans(rt, blocking_rt)[1], _spans(ops, blocking_ops)[1]])
+        b_thread = np.concatenate(
+            [_thread_labels(ctx, "runtime", blocking_rt), _thread_labels(ctx, "ops", blocking_ops)]
+        )
         startup_ops = ops_on & cached_name_mask(ctx, "ops", "startup", lambda n: bool(STARTUP_OPS.search(n)))
         launching = ops_on & _launching_ops(ctx)
         other_cpu = ops_on & ~profiler_step_mask(ctx)
-        rs, re_ = _refill_spans(be, lts, hi)
 
         # layer order = ownership priority (see the module docstring)
         layers = [
             (gs, ge),  # 0 busy
-            _spans(rt, rt_on & cls["pageable_h2d"].to_numpy()),  # 1 blocking pageable H2D copy (sub-slice)
-            (bs, be),  # 1 blocking call in progress -> host-wait even with work queued
-            (queued_s, queued_e),  # 2 work queued -> kernel_wait / other_idle
-            _spans(rt, rt_on & cls["allocator"].to_numpy()),  # 3
-            _spans(ops, ops_on & comm_op_rows(ctx)),  # 4 communication
-            _spans(rt, rt_on & cls["startup"].to_numpy()),  # 5 startup runtime calls
-            _spans(ops, startup_ops),  # 6 compilation spans
-            _spans(ops, ops_on & dataloader_mask(ctx)),  # 7
-            _spans(ops, ops_on & zero_grad_mask(ctx)),  # 8
-            _spans(ops, ops_on & optimizer_step_mask(ctx)),  # 8b
-            (rs, re_),  # 9 refill after a blocking call
-            _spans(rt, rt_on & cls["issues_gpu"].to_numpy()),  # 10 launch calls (kernels, copies, memsets)
-            _spans(ops, launching),  # 11 ops that launch GPU work
-            _spans(ops, other_cpu),  # 12
-            _spans(rt, rt_on),  # 13 any other runtime call: CPU busy in the driver
+            (lte[qd], gs[qd]),  # 1 a dependent event queued -> kernel_wait / dependency_wait
+            (lte[q], gs[q]),  # 2 work queued -> kernel_wait / other_idle
+            (page_s, page_e),  # 3 blocking pageable H2D copy
+            (bs, be),  # 4 other blocking calls
+            _spans(rt, rt_on & cls["allocator"].to_numpy()),  # 5
+            _spans(ops, ops_on & comm_op_rows(ctx)),  # 6 communication
+            _spans(rt, rt_on & cls["startup"].to_numpy()),  # 7 startup runtime calls
+            _spans(ops, startup_ops),  # 8 compilation spans
+            _spans(ops, ops_on & dataloader_mask(ctx)),  # 9
+            _spans(ops, ops_on & zero_grad_mask(ctx)),  # 10
+            _spans(ops, ops_on & optimizer_step_mask(ctx)),  # 11
+            _refill_spans(ctx, page_e, _thread_labels(ctx, "runtime", pageable), lts, hi),  # 12 refill (pageable)
+            _refill_spans(ctx, be, b_thread, lts, hi),  # 13 refill (other blocking calls)
+            _spans(rt, rt_on & cls["issues_gpu"].to_numpy()),  # 14 launch calls (kernels, copies, memsets)
+            _spans(ops, launching),  # 15 ops that launch GPU work
+            _spans(ops, other_cpu),  # 16
+            _spans(rt, rt_on),  # 17 any other runtime call: CPU busy in the driver
         ]
         grid, assigned = paint(layers, lo, hi, [ws, we])
         key = {k: i for i, k in enumerate(LEDGER_KEYS)}
@@ -310,9 +624,10 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
         to_key = np.array(
             [
                 busy_col,
+                -2,  # dependent work queued: resolved below by gap length
+                -1,  # work queued: resolved below by gap length
+                key["pageable_h2d"],
                 key["blocking_sync"],
-                key["blocking_sync"],
-                -1,  # queued: resolved below by gap length
                 key["allocator"],
                 key["communication"],
                 key["startup"],
@@ -320,6 +635,7 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
                 key["dataloader"],
                 key["zero_grad"],
                 key["optimizer_step"],
+                key["pageable_h2d"],
                 key["blocking_sync"],
                 key["launch_overhead"],
                 key["launch_overhead"],
@@ -329,7 +645,7 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
             ]
         )
         labels = to_key[assigned]
-        queued = labels == -1
+        queued = labels < 0
         if queued.any():
             # length of the idle gap (hole in the busy union) that holds each queued segment
             bs_, be_ = merge(gs, ge)
@@ -341,12 +657,22 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
             gap_start = be_[np.maximum(k, 0)]
             gap_end = bs_[np.minimum(k, bs_.size - 1)]
             short = (gap_end - gap_start) < KERNEL_WAIT_MAX_US
-            labels = np.where(queued & short, key["kernel_wait"], np.where(queued, key["other_idle"], labels))
-        out = per_window(grid, labels, busy_col + 1, ws, we)
-        pageable = per_window(grid, (assigned == 1).astype(np.int64), 2, ws, we)[:, 1:]
-        return np.hstack([out, pageable])
+            long_owner = np.where(labels == -2, key["dependency_wait"], key["other_idle"])
+            labels = np.where(queued, np.where(short, key["kernel_wait"], long_owner), labels)
+        return per_window(grid, labels, busy_col + 1, ws, we)
 
     return ctx.cached(f"ledger_us_{device}", build)
+
+
+def launches_without_gpu_event(ctx: SignalContext) -> tuple[int, int]:
+    """``(missing, total)``: launch calls (kernel-launch, memcpy and memset runtime calls) of
+    the whole trace, and how many of them no GPU event links to (through
+    :func:`tracedoc.signals.links.link_launches`)."""
+    issues = _runtime_classes(ctx)["issues_gpu"].to_numpy()
+    linked = np.zeros(len(issues), dtype=bool)
+    pos = gpu_events(ctx)["rt_pos"].to_numpy()
+    linked[pos[pos >= 0].astype(np.int64)] = True
+    return int((issues & ~linked).sum()), int(issues.sum())
 
 
 def ledger_devices(ctx: SignalContext) -> list[int]:
@@ -375,8 +701,7 @@ def device_label(ctx: SignalContext, device: int) -> str:
 def ledger_ms_per_step(ctx: SignalContext, device: int) -> dict[str, float]:
     """One device's ledger averaged over complete steps: key -> ms per step, plus ``busy``.
 
-    Keys are :data:`LEDGER_KEYS` (they add up to the idle time), ``busy``, and
-    ``pageable_h2d`` (the part of ``blocking_sync`` in blocking pageable H2D copies).
+    Keys are :data:`LEDGER_KEYS` (they add up to the idle time) and ``busy``.
     """
     arr = device_ledger_us(ctx, device)
     m = complete_mask(ctx)
@@ -384,7 +709,6 @@ def ledger_ms_per_step(ctx: SignalContext, device: int) -> dict[str, float]:
     sums = arr[m].sum(axis=0) / n / 1000.0
     out = {k: float(sums[i]) for i, k in enumerate(LEDGER_KEYS)}
     out["busy"] = float(sums[len(LEDGER_KEYS)])
-    out["pageable_h2d"] = float(sums[len(LEDGER_KEYS) + 1])
     return out
 
 
@@ -420,7 +744,10 @@ def _slice(key: str):
 def _register_slices() -> None:
     docs = {
         "dataloader": "the CPU was fetching a batch (DataLoader ``__next__``)",
-        "blocking_sync": "the CPU was blocked in a synchronisation or blocking copy, or refilling the queue it drained",
+        "blocking_sync": "nothing was queued and the CPU was blocked in a synchronisation or blocking copy "
+        "(pageable host-to-device copies aside), or refilling the queue it drained",
+        "pageable_h2d": "nothing was queued and the CPU was staging a host-to-device copy from pageable memory, "
+        "or refilling the queue after it",
         "allocator": "the CPU was in cudaMalloc/cudaFree (or the HIP equivalents)",
         "communication": "the CPU was in a collective (gloo, c10d)",
         "startup": "one-off start-up work: context/module creation, compilation, first launches that load modules",
@@ -430,7 +757,8 @@ def _register_slices() -> None:
         "other_cpu": "the CPU ran other work (ops that launch nothing, Python)",
         "untraced": "no event of the launching threads covers the time",
         "kernel_wait": "work was queued and the gap was shorter than 30 µs (HTA's kernel wait)",
-        "other_idle": "work was queued but waited longer (dependencies, events; HTA's other)",
+        "dependency_wait": "work was queued but could not start: its stream waited on an event (a dependency)",
+        "other_idle": "work was queued but waited longer, with no stream wait recorded or inferred (HTA's other)",
     }
     for key, what in docs.items():
         f = _slice(key)
@@ -456,13 +784,6 @@ def gpu_idle_ms(ctx: SignalContext) -> float:
 def gpu_busy_ms(ctx: SignalContext) -> float:
     """GPU busy time per step on the primary device (union of kernels, memcpys, memsets), ms."""
     return primary_ledger(ctx)["busy"]
-
-
-@signal("ms")
-def idle_pageable_h2d_ms(ctx: SignalContext) -> float:
-    """GPU idle per step on the primary device while the CPU staged a host-to-device copy from
-    pageable memory, ms: the part of the ``blocking_sync`` slice that pinned memory removes."""
-    return primary_ledger(ctx)["pageable_h2d"]
 
 
 @signal("ms")

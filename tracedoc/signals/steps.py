@@ -8,7 +8,9 @@ runtime call that starts inside ``[s_i, e_i]`` (linked by ``correlation``). Then
     window_i = [max(s_i, end_{i-1}), max(e_i, g_i)]
 
 so GPU work that trails the CPU is charged to the step that launched it. A trace
-without step annotations gets one window over the whole trace (``has_steps`` False).
+without step annotations gets its iterations from repeated ``Optimizer.step#``
+annotations (:func:`inferred_iterations`), else one window over the whole trace
+(``has_steps`` False).
 
 Breakdown: every µs of a window is assigned to the first busy category in the order
 kernel > communication > memcpy > memset > runtime > dataloader > cpu_exec > other (the
@@ -122,7 +124,7 @@ def step_spans(ctx: SignalContext) -> pd.DataFrame:
         steps = ctx.trace.steps
         ops = ctx.trace.ops
         if not len(steps):
-            return pd.DataFrame({"step": [], "ts_us": [], "end_us": []})
+            return inferred_iterations(ctx)
         marks = ops[profiler_step_mask(ctx)]
         if len(marks):
             key = (marks["pid"] + "/" + marks["tid"]).to_numpy(dtype=object)
@@ -201,9 +203,52 @@ def step_windows(ctx: SignalContext) -> pd.DataFrame:
     return ctx.cached("step_windows", build)
 
 
+#: Fewest ``Optimizer.step#`` annotations on one thread from which iterations are inferred
+#: (three give two whole iterations between their ends).
+MIN_INFERRED_MARKS = 3
+
+
+def inferred_iterations(ctx: SignalContext) -> pd.DataFrame:
+    """Iterations of a trace without ``ProfilerStep#N``: step, ts_us, end_us (may be empty).
+
+    When one thread carries at least :data:`MIN_INFERRED_MARKS` ``Optimizer.step#...``
+    annotations, each iteration runs from the end of one optimizer step to the end of the
+    next (a training iteration ends with its optimizer step), numbered 1, 2, ...; the time
+    before the first end and after the last is in no iteration. The thread is the one with
+    the most such annotations (ties: the earliest first one). Otherwise empty: the trace is
+    one window. :func:`iterations_source` says which was done, for the report's note.
+    """
+    from tracedoc.signals.optimizer import optimizer_step_mask
+
+    empty = pd.DataFrame({"step": [], "ts_us": [], "end_us": []})
+    ops = ctx.trace.ops
+    mask = optimizer_step_mask(ctx) if len(ops) else np.zeros(0, dtype=bool)
+    if int(mask.sum()) < MIN_INFERRED_MARKS:
+        return empty
+    codes, labels = frame_threads(ctx, "ops")
+    marks = pd.DataFrame(
+        {"thread": codes[mask], "ts": ops["ts_us"].to_numpy()[mask], "end": ops["end_us"].to_numpy()[mask]}
+    )
+    per = marks.groupby("thread").agg(n=("ts", "size"), first=("ts", "min"))
+    per = per[per["n"] == per["n"].max()].sort_values("first")
+    if int(per["n"].iloc[0]) < MIN_INFERRED_MARKS:
+        return empty
+    ends = np.sort(marks.loc[marks["thread"] == per.index[0], "end"].to_numpy(dtype=float))
+    return pd.DataFrame({"step": np.arange(1, ends.size), "ts_us": ends[:-1], "end_us": ends[1:]})
+
+
+def iterations_source(ctx: SignalContext) -> str:
+    """``"ProfilerStep"``, ``"Optimizer.step"`` (iterations inferred, :func:`inferred_iterations`)
+    or ``"none"`` (one window over the whole trace)."""
+    if len(ctx.trace.steps):
+        return "ProfilerStep"
+    return "Optimizer.step" if len(step_spans(ctx)) else "none"
+
+
 def has_steps(ctx: SignalContext) -> bool:
-    """Whether the trace has ``ProfilerStep#N`` annotations."""
-    return len(ctx.trace.steps) > 0
+    """Whether the trace has iterations: ``ProfilerStep#N`` annotations, or iterations
+    inferred from repeated ``Optimizer.step#`` annotations (:func:`inferred_iterations`)."""
+    return len(step_spans(ctx)) > 0
 
 
 def dataloader_mask(ctx: SignalContext) -> np.ndarray:
