@@ -89,19 +89,26 @@ def test_good_templates_still_render():
     assert len(builtin_rules()) >= 7  # every shipped rule passes the stricter checks
 
 
+def count_calls(monkeypatch, owner, name: str) -> list[int]:
+    """Wrap ``owner.name`` (a parser) so each call appends the length of its first argument to
+    the returned list: a bound enforced before parsing leaves it empty."""
+    real = getattr(owner, name)
+    calls: list[int] = []
+
+    def counting(text, *a, **kw):
+        calls.append(len(text))
+        return real(text, *a, **kw)
+
+    monkeypatch.setattr(owner, name, counting)
+    return calls
+
+
 def test_expression_bounds_are_cheap(monkeypatch):
     """Huge expressions are refused before Python's parser sees them (no wall-clock bound:
     the parser is never called, which holds on any host)."""
     import tracedoc.engine.expr as expr_mod
 
-    real_parse = expr_mod.ast.parse
-    parsed: list[int] = []
-
-    def counting_parse(source, *a, **kw):
-        parsed.append(len(source))
-        return real_parse(source, *a, **kw)
-
-    monkeypatch.setattr(expr_mod.ast, "parse", counting_parse)
+    parsed = count_calls(monkeypatch, expr_mod.ast, "parse")
     for src in ("not " * 100_000 + "x", "(" * 100_000 + "x" + ")" * 100_000, "-" * 100_000 + "x"):
         with pytest.raises(RuleError, match="characters"):
             Expr(src)
@@ -130,14 +137,7 @@ def test_toml_bounds(monkeypatch, text, problem, before_parse):
     parses them; the rest are tomllib's own errors, reported as one RuleError."""
     import tracedoc.engine.rules as rules_mod
 
-    real_loads = rules_mod.tomllib.loads
-    parsed: list[int] = []
-
-    def counting_loads(t, *a, **kw):
-        parsed.append(len(t))
-        return real_loads(t, *a, **kw)
-
-    monkeypatch.setattr(rules_mod.tomllib, "loads", counting_loads)
+    parsed = count_calls(monkeypatch, rules_mod.tomllib, "loads")
     with pytest.raises(RuleError, match=problem):
         parse_toml(text, "r.toml")
     assert (parsed == []) is before_parse

@@ -15,6 +15,8 @@ from tracebuilder import TraceBuilder
 import tracedoc
 from tracedoc.engine import analyze_trace
 from tracedoc.load import load
+from tracedoc.signals import SignalContext
+from tracedoc.signals.ledger import idle_ledger
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -213,3 +215,49 @@ def test_inferred_iterations_from_optimizer_steps(tmp_path):
     assert [s["step"] for s in r.steps] == [1, 2]
     assert r.signals["step_time_ms"] == pytest.approx(1.0)
     assert any("inferred from repeated Optimizer.step" in n for n in r.notes)
+
+
+# ---- the end of recorded activity: Kineto's Record Window End instant -----------------------
+
+
+def _with_window_end(b: TraceBuilder, ts: float) -> TraceBuilder:
+    b.events.append({"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": b.base + ts})
+    return b
+
+
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_both_loaders_keep_the_window_end(tmp_path, engine):
+    b = _with_window_end(TraceBuilder(), 900)
+    b.step(1, 0, 500)
+    b.kernel("k", 10, 20, 100)
+    b.events.append({"ph": "i", "name": "Record Window End", "ts": "late"})  # not a number: ignored
+    t = load(b.write(tmp_path / "t.json"), engine=engine)
+    assert t.record_window_end_us == pytest.approx(900)
+    assert load(real_trace("mi300x_sglang_qwen3_prefill_decode.pt.trace.json.gz")).record_window_end_us is None
+    # the real V100 trace: the instant 107.754 ms after its last event (raw ts 1623142624633484)
+    w0 = load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), engine=engine)
+    assert w0.record_window_end_us - w0.span_us == pytest.approx(107_754.0 - 9.0, abs=20.0)
+
+
+def test_a_step_past_the_window_end_is_left_out_and_said(tmp_path):
+    b = _with_window_end(TraceBuilder(), 2_500)
+    for i in range(3):
+        t0 = i * 1_000
+        b.step(i + 1, t0, 1_000)
+        b.op("aten::relu", t0, 50)
+        b.kernel("relu_kernel", t0 + 10, t0 + 100, 300 if i < 2 else 900)  # step 3's kernel ends at 3000
+    r = tracedoc.analyze(b.write(tmp_path / "t.json"))
+    assert any("Step 3 runs past the end of recorded activity" in n for n in r.notes), r.notes
+    assert r.signals["step_count"] == 2 and r.signals["step_time_ms"] == pytest.approx(1.0)
+
+
+def test_the_refill_stops_at_the_end_of_recorded_activity(tmp_path):
+    b = _with_window_end(TraceBuilder(), 700)
+    b.step(1, 0, 1_000)
+    b.kernel("A", 0, 10, 90)  # runs 10..100
+    b.runtime("cudaDeviceSynchronize", 50, 60)  # 50..110
+    b.kernel("B", 900, 905, 50)  # a later launch: without the window end the refill runs to 900
+    c = SignalContext(load(b.write(tmp_path / "t.json")))
+    led = {k: v * 1000 for k, v in idle_ledger(c)["cuda:0"].items() if v > 0}
+    # 100..110 in the sync, 110..700 refill (the end of recorded activity), 700..900 untraced
+    assert led["blocking_sync"] == pytest.approx(600)

@@ -51,7 +51,8 @@ from tracedoc import __version__
 if TYPE_CHECKING:
     from tracedoc.trace import Trace
 
-LAYOUT = "v1"
+#: Entry layout; v2 added the Record Window End instant to the manifest (older entries miss).
+LAYOUT = "v2"
 #: Traces smaller than this on disk are not cached (``TRACEDOC_CACHE_MIN_BYTES``).
 MIN_BYTES = int(os.environ.get("TRACEDOC_CACHE_MIN_BYTES", 4 << 20))
 #: The cache folder is trimmed to this many bytes (least recently used entries go first).
@@ -270,6 +271,7 @@ class FrameCache:
             span_us=float(t["span_us"]),
             n_events=int(t["n_events"]),
             metadata=t["metadata"],
+            record_window_end_us=t.get("record_window_end_us"),
             **frames,
         )
 
@@ -304,6 +306,7 @@ class FrameCache:
                     "span_us": trace.span_us,
                     "n_events": trace.n_events,
                     "metadata": trace.metadata,
+                    "record_window_end_us": trace.record_window_end_us,
                 },
             }
             (tmp / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_NON_STR_KEYS))

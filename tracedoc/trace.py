@@ -112,7 +112,8 @@ class Trace:
 
     Other attributes: ``path``; ``devices`` (:class:`Device` list); ``origin_us``;
     ``span_us`` (first event start to last event end, µs); ``n_events``; ``metadata``
-    (the trace's top-level keys other than ``traceEvents``, e.g. ``distributedInfo``).
+    (the trace's top-level keys other than ``traceEvents``, e.g. ``distributedInfo``);
+    ``record_window_end_us`` (the ``Record Window End`` instant, µs from the start, or None).
 
     ``repr(trace)`` is one line; in a notebook the trace shows as a table of its frames.
     """
@@ -166,6 +167,9 @@ class Trace:
     #: Events dropped at load for impossible values: reason -> count (see
     #: :func:`tracedoc.load.build.drop_impossible`); empty when nothing was dropped.
     dropped_events: dict[str, int] = field(default_factory=dict)
+    #: Where the profiler stopped recording: Kineto's ``Record Window End`` instant, µs from the
+    #: trace start (the latest one when there are several); None when the trace has none.
+    record_window_end_us: float | None = None
 
     @property
     def has_gpu_activity(self) -> bool:

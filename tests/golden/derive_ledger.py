@@ -22,6 +22,7 @@ midpoint, by plain membership tests.  Times in traces are µs; figures are writt
 import bisect
 import gzip
 import json
+import math
 import os
 import re
 import statistics
@@ -87,6 +88,7 @@ ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
 OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
 DATALOADER_PREFIX, DATALOADER_SUFFIX = "enumerate(DataLoader)#", ".__next__"
 STEP_PREFIX = "ProfilerStep#"
+RECORD_WINDOW_END = "Record Window End"  # the instant that ends recorded activity (R9)
 STREAM_WAIT_SYNC = "Stream Wait Event"  # the cuda_sync event that records a wait's stream
 ASYNC_MEMCPY = re.compile(r"Memcpy\w*Async")  # "a *MemcpyAsync" (R6)
 # a launch call is known by its name (LAUNCH_CALL_PATTERNS), whether or not a GPU event links to it (R4);
@@ -151,18 +153,27 @@ class Cover:
 
 
 # ---------------------------------------------------------------- per trace
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def load_events(path):
     """All complete events with their role; ts rebased to the trace's first event.
 
-    ``idx`` is the event's position in ``traceEvents``: the trace order that breaks ties (R8)."""
+    ``idx`` is the event's position in ``traceEvents``: the trace order that breaks ties (R8).
+    Also returns the trace's ``Record Window End`` instant, rebased the same way: the latest one
+    whose ts is a number, or None when there is none (the end of recorded activity, R9)."""
     with gzip.open(path, "rt") as f:
         doc = json.load(f)
-    evs = []
+    evs, record_ends = [], []
     for i, e in enumerate(doc["traceEvents"]):
         if e.get("ph") == "X" and str(e.get("cat", "")).lower() != "trace":
             e["idx"] = i
             evs.append(e)
+        elif e.get("ph") == "i" and e.get("name") == RECORD_WINDOW_END and is_number(e.get("ts")):
+            record_ends.append(e["ts"])
     t0 = min(e["ts"] for e in evs)
+    record_end = max(record_ends) - t0 if record_ends else None
     for e in evs:
         e["cat_"] = str(e.get("cat", "")).lower()
         e["s"] = e["ts"] - t0
@@ -170,7 +181,7 @@ def load_events(path):
         e["thread"] = (str(e.get("pid")), str(e.get("tid")))
         e.setdefault("name", "")
         e.setdefault("args", {})
-    return evs, t0
+    return evs, t0, record_end
 
 
 def windows(path, t0, evs):
@@ -208,7 +219,7 @@ def is_op(e):
 
 
 def ledger(path):
-    evs, t0 = load_events(path)
+    evs, t0, record_end = load_events(path)
     all_wins, all_numbers, kept = windows(path, t0, evs)
     comm_pats = comm_op_patterns()
     gpu = [e for e in evs if e["cat_"] in GPU_CATS]
@@ -375,7 +386,11 @@ def ledger(path):
         "stream_waits": wait_stats,
         "devices": {},
     }
-    last_window_end = max(e for _, e in all_wins)  # a refill runs at most to here (R9)
+    # a refill runs at most to the end of the last step window, or to the Record Window End instant
+    # when that comes first: the end of recorded activity (R9)
+    refill_cap = max(e for _, e in all_wins)
+    if record_end is not None:
+        refill_cap = min(refill_cap, record_end)
 
     for dev in devices:
         key = f"{'hip' if rocm else 'cuda'}:{dev}"
@@ -457,7 +472,8 @@ def ledger(path):
         blocking_calls = [b for b in blocking_calls if id(b) not in extra]
 
         # refills (9): from the call's end to the first of the next launch of this device, the next
-        # other work on the call's thread, the end of the window; none without a later launch (R9)
+        # other work on the call's thread, the end of recorded activity (the last window's end or the
+        # Record Window End instant, whichever comes first); none without a later launch (R9)
         refills = []
         for cause, calls in (("pageable_h2d", pageable_calls), ("blocking_sync", blocking_calls)):
             for b in calls:
@@ -471,7 +487,9 @@ def ledger(path):
                 j = bisect.bisect_left(ow, end)
                 if j < len(ow):
                     stop = min(stop, ow[j])
-                stop = min(stop, last_window_end)  # may cross into the next window (R9)
+                stop = min(stop, refill_cap)  # may cross into the next window (R9)
+                if stop <= end:
+                    continue  # the call ends at or after the end of recorded activity: nothing to refill
                 sets["refill_" + cause].append((end, stop))
                 refills.append(
                     {

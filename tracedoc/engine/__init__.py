@@ -80,11 +80,13 @@ def window_checks(ctx: SignalContext) -> tuple[list[str], str | None]:
     * Launch calls with no GPU event recorded (over :data:`MISSING_LAUNCH_NOTE_SHARE` of the
       kernel-launch, memcpy and memset calls): their GPU work counts as idle; over
       :data:`MISSING_LAUNCH_SUPPRESS_SHARE`, ``reason`` is set.
+    * Steps whose window ends after the ``Record Window End`` instant (left out of the
+      complete steps, :func:`tracedoc.signals.steps.complete_mask`).
     * A trace without ``ProfilerStep#N`` whose iterations were inferred from repeated
       ``Optimizer.step#`` annotations.
     """
     from tracedoc.signals.ledger import dependency_waits, launches_without_gpu_event
-    from tracedoc.signals.steps import iterations_source
+    from tracedoc.signals.steps import iterations_source, step_windows, steps_past_window_end
 
     notes: list[str] = []
     reason = None
@@ -116,6 +118,15 @@ def window_checks(ctx: SignalContext) -> tuple[list[str], str | None]:
                         f"most launch calls ({share:.0%}) have no GPU event recorded, so GPU idle time "
                         "cannot be measured"
                     )
+    past = steps_past_window_end(ctx)
+    if past.any():
+        w = step_windows(ctx)
+        numbers = ", ".join(str(int(n)) for n in w["step"].to_numpy()[past])
+        notes.append(
+            f"Step {numbers} runs past the end of recorded activity (the Record Window End instant at "
+            f"{ctx.trace.record_window_end_us / 1000:.3f} ms): part of it was not recorded, so it is left "
+            "out of every per-step figure."
+        )
     src = iterations_source(ctx)
     if src == "Optimizer.step":
         n, _ = ctx.try_get("step_count")

@@ -259,5 +259,6 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
         n_events=sink.n_events,
         metadata=meta,
         dropped_events=dropped,
+        record_window_end_us=None if getattr(sink, "window_end", None) is None else sink.window_end - origin,
         **frames,
     )

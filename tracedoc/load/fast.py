@@ -51,7 +51,7 @@ from tracedoc.load.categories import (
     normalize_category,
     parse_memcpy_name,
 )
-from tracedoc.load.reference import _int, _num, _stream_from_tid, step_number
+from tracedoc.load.reference import WINDOW_END_NAME, _int, _num, _stream_from_tid, step_number, window_end_of
 from tracedoc.schema import FRAME_COLUMNS
 
 _NAN = float("nan")
@@ -119,6 +119,7 @@ class ArrayColumns:
         self.min_ts = float("inf")
         self.max_end = float("-inf")
         self.hip_runtime = False
+        self.window_end: float | None = None
         self.n_events = 0
         self.unpaired_begin_end = 0  # always 0: traces with B/E events go to the reference loader
 
@@ -379,6 +380,8 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
     if inst.size:
         inst_names = _obj(_get("name", [events[i] for i in inst.tolist()]))
         codes[inst[inst_names == "[memory]"]] = _MEMORY_CODE
+        for i in inst[inst_names == WINDOW_END_NAME].tolist():
+            out.window_end = window_end_of(out.window_end, getattr(events[i], "ts", None))
     mins, maxs = [], []
     for kind, code in _KIND_CODE.items():
         sel = [events[i] for i in np.flatnonzero(codes == code).tolist()]
@@ -627,6 +630,8 @@ def _merge(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
     out.min_ts = min(c.min_ts for c in cols)
     out.max_end = max(c.max_end for c in cols)
     out.hip_runtime = any(c.hip_runtime for c in cols)
+    ends = [c.window_end for c in cols if c.window_end is not None]
+    out.window_end = max(ends) if ends else None
     out.n_events = sum(c.n_events for c in cols)
     return doc, out
 

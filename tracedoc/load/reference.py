@@ -6,6 +6,7 @@ compares them on every real trace).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -89,6 +90,18 @@ def _bad(path: str, i: int, ev: dict, key: str, want: str) -> TraceLoadError:
     return TraceLoadError(path, f"{label}: '{key}' is a {_json_type(ev.get(key))}, expected {want}")
 
 
+#: Name of the instant event Kineto writes where the profiler stopped recording.
+WINDOW_END_NAME = "Record Window End"
+
+
+def window_end_of(current: float | None, ts: Any) -> float | None:
+    """The later of ``current`` and a ``Record Window End`` instant's ``ts`` (µs); a ``ts``
+    that is not a finite number is ignored (the instant is a hint, not an event we keep)."""
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+        return current
+    return float(ts) if current is None else max(current, float(ts))
+
+
 class ColumnSink:
     """Column lists per frame kind, filled event by event; raw (un-rebased) times.
 
@@ -97,6 +110,7 @@ class ColumnSink:
         min_ts: smallest timestamp seen (absolute µs), the rebase origin.
         max_end: largest ``ts + dur`` seen (absolute µs).
         hip_runtime: True when a ``hip*`` runtime call was seen (ROCm trace).
+        window_end: the latest ``Record Window End`` instant (absolute µs), None without one.
     """
 
     def __init__(self) -> None:
@@ -106,6 +120,7 @@ class ColumnSink:
         self.min_ts = float("inf")
         self.max_end = float("-inf")
         self.hip_runtime = False
+        self.window_end: float | None = None
         self.n_events = 0
         #: ``ph: "B"``/``"E"`` events left without their other half (a trace cut mid-span), dropped
         self.unpaired_begin_end = 0
@@ -272,6 +287,8 @@ def _collect_one(sink: ColumnSink, path: str, i: int, ev: dict, ph: Any) -> None
     elif (ph == "i" or ph == "I") and ev.get("name") == "[memory]":
         kind = "memory"
     else:
+        if (ph == "i" or ph == "I") and ev.get("name") == WINDOW_END_NAME:
+            sink.window_end = window_end_of(sink.window_end, ev.get("ts"))
         return
     ts = ev.get("ts")
     if not isinstance(ts, _NUM) or isinstance(ts, bool):

@@ -92,7 +92,7 @@ wins:
    the trailing idle is not the call's). The refill runs from the call's
    end to the first of: the next launch of a GPU event of this device (the start of its
    launch call, any thread); the start of the next *other work* on the blocking call's own
-   thread that starts at or after the call's end; the end of the window. Other work is a
+   thread that starts at or after the call's end; the end of recorded activity (below). Other work is a
    CPU op, annotation or Python function (any category, but ``ProfilerStep#N``) that
    contains no launch call of its thread (a launch call ``[ts, end)`` is contained when
    ``op.ts <= call.ts`` and ``call.ts <= op.end``), or a runtime call that is neither a
@@ -128,8 +128,9 @@ Terms used above:
   start-up.
 * The launch patterns are wide on purpose: ``cudaLaunchHostFunc`` counts as a launch call,
   and the synchronous ``*Memcpy`` calls are launch calls too (blocking as 2 says).
-* The refill of 9 runs at most to the end of the last step window, complete or not (it
-  may cross into the next window; each window counts its own part). Where the refills of a ``pageable_h2d``
+* The refill of 9 runs at most to the end of the last step window, complete or not, or
+  to the trace's ``Record Window End`` instant when that comes first (the end of recorded
+  activity); it may cross into the next window, and each window counts its own part. Where the refills of a ``pageable_h2d``
   call and of another blocking call overlap, ``pageable_h2d`` owns the overlap.
 * The recorded waiting stream of a stream-wait call is read per call: a call with a
   ``Stream Wait Event`` sync event of its own correlation id uses it; another call of the
@@ -596,6 +597,8 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
         startup_ops = ops_on & cached_name_mask(ctx, "ops", "startup", lambda n: bool(STARTUP_OPS.search(n)))
         launching = ops_on & _launching_ops(ctx)
         other_cpu = ops_on & ~profiler_step_mask(ctx)
+        rwe = t.record_window_end_us
+        refill_hi = hi if rwe is None else min(hi, float(rwe))
 
         # layer order = ownership priority (see the module docstring)
         layers = [
@@ -611,8 +614,8 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
             _spans(ops, ops_on & dataloader_mask(ctx)),  # 9
             _spans(ops, ops_on & zero_grad_mask(ctx)),  # 10
             _spans(ops, ops_on & optimizer_step_mask(ctx)),  # 11
-            _refill_spans(ctx, page_e, _thread_labels(ctx, "runtime", pageable), lts, hi),  # 12 refill (pageable)
-            _refill_spans(ctx, be, b_thread, lts, hi),  # 13 refill (other blocking calls)
+            _refill_spans(ctx, page_e, _thread_labels(ctx, "runtime", pageable), lts, refill_hi),  # 12 (pageable)
+            _refill_spans(ctx, be, b_thread, lts, refill_hi),  # 13 refill (other blocking calls)
             _spans(rt, rt_on & cls["issues_gpu"].to_numpy()),  # 14 launch calls (kernels, copies, memsets)
             _spans(ops, launching),  # 15 ops that launch GPU work
             _spans(ops, other_cpu),  # 16

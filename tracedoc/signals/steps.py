@@ -369,6 +369,17 @@ def gpu_events_per_step(ctx: SignalContext) -> np.ndarray:
     return ctx.cached("gpu_events_per_step", build)
 
 
+def steps_past_window_end(ctx: SignalContext) -> np.ndarray:
+    """Mask over :func:`step_windows`: the window ends after the trace's ``Record Window End``
+    instant (``Trace.record_window_end_us``), so the profiler stopped while the step still ran.
+    All False when the trace has no such instant."""
+    w = step_windows(ctx)
+    end = ctx.trace.record_window_end_us
+    if end is None or not has_steps(ctx):
+        return np.zeros(len(w), dtype=bool)
+    return w["end_us"].to_numpy() > end
+
+
 def complete_mask(ctx: SignalContext) -> np.ndarray:
     """Which step windows count in averages.
 
@@ -376,11 +387,15 @@ def complete_mask(ctx: SignalContext) -> np.ndarray:
     off by the end of profiling): trailing steps that launched no GPU work are dropped
     when earlier steps did, then the last step is dropped when it launched fewer than
     80% of the GPU events of the step before it. A single step is always kept.
+    Besides, a step whose window ends after the trace's ``Record Window End`` instant
+    (:func:`steps_past_window_end`) is dropped: part of it was not recorded.
     """
 
     def build() -> np.ndarray:
         w = step_windows(ctx)
-        keep = np.ones(len(w), dtype=bool)
+        keep = ~steps_past_window_end(ctx)
+        if not keep.any():
+            keep[:] = True  # nothing else to average: keep them, the report's note says why
         n = gpu_events_per_step(ctx)
         if len(w) < 2 or n.sum() == 0:
             return keep
