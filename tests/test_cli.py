@@ -89,6 +89,7 @@ def test_kernel_names_are_escaped_for_rich(tmp_path):
     b.step(1, 0, 1000)
     b.op("aten::mm", 0, 20)
     b.kernel("[bold red]volta_sgemm[/]_128x64_nn", 5, 20, 900)
+    b.runtime("cudaDeviceSynchronize", 30, 895)  # the step waits for the GEMM: AMP would shorten it
     r = run("analyze", b.write(tmp_path / "t.json"), "--select", "TD301")
     assert r.returncode == 1, r.stderr
     assert "[bold red]volta_sgemm[/]_128x64_nn" in r.stdout
@@ -220,7 +221,9 @@ def test_quiet_top_output_and_color(tmp_path):
     sev = [f.severity for f in r.findings]
     total = sum(f.estimated_saving_ms for f in r.findings)
     step = r.signals["step_time_ms"]
-    assert sev == ["error", "warning", "info", "info"]  # dataloader-stall, no-tensor-core-use, optimizer, zero_grad
+    # dataloader-stall, optimizer, zero_grad, then no-tensor-core-use: replayed, AMP saves 2.8 ms of
+    # a step the host holds (tracedoc.signals.stepmodel)
+    assert sev == ["error", "info", "info", "warning"]
     assert q.stdout == (
         f"4 findings (1 error, 1 warning, 2 info); ~{total:.1f} ms of a {step:.1f} ms step ({total / step:.0%}) recoverable\n"
     )
@@ -228,7 +231,7 @@ def test_quiet_top_output_and_color(tmp_path):
     r = run("analyze", WORKERS0, "--top", "2", "-o", out, "--color", "never")
     assert r.returncode == 1 and r.stdout == ""
     text = out.read_text(encoding="utf-8")
-    assert "#2 warning TD301" in text and "#3 " not in text and "2 more findings not shown (--top 2)" in text
+    assert "#2 info TD210" in text and "#3 " not in text and "2 more findings not shown (--top 2)" in text
     assert "\x1b[" not in text and text.rstrip().endswith("recoverable")
     coloured = run("analyze", WORKERS0, "--top", "1", "--color", "always").stdout
     assert "\x1b[" in coloured

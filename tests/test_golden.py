@@ -48,7 +48,10 @@ def test_workers0_dataloader_stall_first_and_no_tensor_cores():
 def test_workers4_no_dataloader_stall():
     n = names("v100_resnet50_workers4.pt.trace.json.gz")
     assert "dataloader-stall" not in n
-    assert "no-tensor-core-use" in n
+    # the condition holds (fp32 convolutions), but the host holds the step: replayed, AMP saves
+    # ~1.4 ms, never the first finding (issue "A model of the step")
+    also = [a.name for a in report("v100_resnet50_workers4.pt.trace.json.gz").also_true]
+    assert "no-tensor-core-use" in n + also and n[0] != "no-tensor-core-use"
 
 
 def test_ddp_gpu_bound_only_tensor_cores():

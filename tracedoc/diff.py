@@ -18,8 +18,10 @@ JSON form, rendered by :mod:`tracedoc.report.diff`). Definitions:
   ``<category>_share * step_time_ms``.
 * **idle ledger**: GPU idle ms per step by cause, when both reports carry
   ``idle_ledger`` (``{device: {cause: ms_per_step}}``).
-* **findings** are matched by rule code: *resolved* (before only), *new* (after only),
-  *changed* (both, and the severity differs or the estimated saving moved by more than
+* **findings** are matched by rule code: *resolved* (before only; a rule listed as also
+  true after, its condition still holding, is not resolved), *new* (after only, and not
+  also true before),
+  *changed* (both, ranked or also true, and the severity differs or the estimated saving moved by more than
   :data:`SAVING_CHANGE_ABS_MS` and :data:`SAVING_CHANGE_REL` of its before value),
   *persisting* (both, unchanged).
 * **predicted vs measured**, for each resolved finding: predicted = its
@@ -671,7 +673,13 @@ def compare(before: Side, after: Side) -> DiffResult:
         change_se_ms(tb, ta),
     )
     fa_by_code = {f["code"]: f for f in a.get("findings", [])}
-    fb_codes = {f["code"] for f in b.get("findings", [])}
+    # a rule whose condition still holds but is listed as also true (schema 2) is not resolved
+    for x in a.get("also_true") or []:
+        if isinstance(x, dict) and x.get("code") not in fa_by_code:
+            fa_by_code[x.get("code")] = {**x, "message": x.get("why")}
+    fb_codes = {f["code"] for f in b.get("findings", [])} | {
+        x.get("code") for x in b.get("also_true") or [] if isinstance(x, dict)
+    }
     pvm = {p["code"]: p for p in predicted_vs_measured(b, a)}
     resolved, changed, persisting = [], [], []
     for f in b.get("findings", []):
@@ -689,6 +697,22 @@ def compare(before: Side, after: Side) -> DiffResult:
             "message_after": later.get("message"),
         }
         (changed if _moved(f, later) else persisting).append(row)
+    ranked_before = {f["code"] for f in b.get("findings", [])}
+    for x in b.get("also_true") or []:  # also true before, ranked after: its saving grew
+        later = {f["code"]: f for f in a.get("findings", [])}.get(x.get("code")) if isinstance(x, dict) else None
+        if later is None or x.get("code") in ranked_before:
+            continue
+        changed.append(
+            {
+                "code": x["code"],
+                "name": x.get("name"),
+                "severity_before": None,
+                "severity_after": later.get("severity"),
+                "saving_before_ms": _round(_num(x.get("estimated_saving_ms"))),
+                "saving_after_ms": _round(_num(later.get("estimated_saving_ms"))),
+                "message_after": later.get("message"),
+            }
+        )
     new = [
         {
             "code": f["code"],

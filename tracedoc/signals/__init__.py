@@ -10,6 +10,7 @@ from tracedoc.signals import (  # noqa: F401  (registers)
     ledger,
     memory,
     optimizer,
+    stepmodel,
     steps,
     tensor_core,
 )

@@ -126,10 +126,12 @@ def cpu_oversubscription_ratio(ctx: SignalContext) -> float:
 def dataloader_saving_ms(ctx: SignalContext) -> float:
     """What moving the DataLoader's work into worker processes can save per step, ms.
 
-    * A trace with GPU activity, one without ``tracedoc_host`` core and thread counts, or
-      one whose loader already has workers (its DataLoader time is waiting, not work):
-      ``dataloader_ms``. The stall leaves the step and the rest stays (an upper bound;
-      the TD101 rule's docs give its calibration on a real V100 pair).
+    * A trace with GPU activity: the step model's replay with the DataLoader time removed
+      (:func:`tracedoc.signals.stepmodel.dataloader_replay_saving_ms`, its high end: no
+      contention), or ``dataloader_ms`` when the model cannot replay the trace.
+    * A CPU-only trace without ``tracedoc_host`` core and thread counts, or one whose loader
+      already has workers (its DataLoader time is waiting, not work): ``dataloader_ms``.
+      The stall leaves the step and the rest stays (an upper bound).
     * A CPU-only trace with ``dataloader_workers == 0``: the decoding moves to a worker but
       still needs a core. With ``S = step_time_ms``, ``D = dataloader_ms`` (one core's work
       in the main process), the rest ``C = S - D`` run on ``T = intra_op_threads`` threads
@@ -149,7 +151,8 @@ def dataloader_saving_ms(ctx: SignalContext) -> float:
     """
     d = float(ctx.get("dataloader_ms"))
     if ctx.trace.has_gpu_activity:
-        return d
+        replayed, _ = ctx.try_get("dataloader_replay_saving_ms")
+        return d if replayed is None else float(replayed)
     try:
         cores, threads, workers = cpu_cores(ctx), intra_op_threads(ctx), dataloader_workers(ctx)
     except SignalUnavailable:
