@@ -89,6 +89,7 @@ GPU_RULES = {
     "pageable-h2d-copy",
     "h2d-copy-share",
     "blocking-sync",
+    "host-bound-cpu-work",
     "launch-bound-gpu-idle",
     "launch-bound-compiled",
     "zero-grad-kernels",
@@ -297,6 +298,7 @@ FIRES_ON = {
     # fixture has a blocking call that holds work back; built traces in test_ledger.py do
     "blocking-sync": (None, "mi300x_sglang_qwen3_prefill_decode.pt.trace.json.gz"),
     "launch-bound-gpu-idle": ("v100_resnet50_workers4.pt.trace.json.gz", "v100_resnet50_workers0.pt.trace.json.gz"),
+    "host-bound-cpu-work": ("h100_timesformer_inference.pt.trace.json.gz", "v100_resnet50_workers4.pt.trace.json.gz"),
     "launch-bound-compiled": ("v100_ddp_memory_events.pt.trace.json.gz", "v100_resnet50_workers4.pt.trace.json.gz"),
     "zero-grad-kernels": ("v100_resnet50_workers0.pt.trace.json.gz", "v100_resnet50_ddp_gpu_bound.pt.trace.json.gz"),
     "no-tensor-core-use": ("v100_resnet50_workers0.pt.trace.json.gz", "a100_alexnet_forward.pt.trace.json.gz"),

@@ -261,3 +261,33 @@ def test_the_refill_stops_at_the_end_of_recorded_activity(tmp_path):
     led = {k: v * 1000 for k, v in idle_ledger(c)["cuda:0"].items() if v > 0}
     # 100..110 in the sync, 110..700 refill (the end of recorded activity), 700..900 untraced
     assert led["blocking_sync"] == pytest.approx(600)
+
+
+# ---- the host-bound diagnosis (issue "A model of the step", item 3) ---------------------------
+
+
+def test_timesformer_host_bound_diagnosis_names_the_preprocessing():
+    """h100_timesformer_inference: 217.5 ms of video preprocessing before any GPU work. The
+    finding says the host holds the step and names the preprocessing frames from the stacks."""
+    r = report("h100_timesformer_inference.pt.trace.json.gz")
+    f = next(f for f in r.findings if f.name == "host-bound-cpu-work")
+    assert r.findings[0] is f and f.estimated_saving_ms > 217.5
+    rows = f.evidence["host_bound_frames"]
+    assert rows[0]["role"] == "dominant" and "preprocess" in rows[0]["frame"] and rows[0]["share"] >= 0.5
+    assert any("read_video" in x["frame"] for x in rows[1:])
+
+
+def test_host_bound_frames_without_stacks_name_the_cpu_ops(tmp_path):
+    b = TraceBuilder()
+    for i in range(2):
+        t0 = i * 1000
+        b.step(i + 1, t0, 1000)
+        b.op("my_preprocess", t0, 600, cat="user_annotation")  # launches nothing: the GPU waits
+        b.op("aten::relu", t0 + 600, 20)
+        b.kernel("relu_kernel", t0 + 605, t0 + 620, 300)
+    r = tracedoc.analyze(b.write(tmp_path / "t.json"))
+    f = next(f for f in r.findings if f.name == "host-bound-cpu-work")
+    # 0..600 in my_preprocess with nothing queued: 600 µs of the 1000 µs step
+    assert f.estimated_saving_ms == pytest.approx(0.6)
+    top = f.evidence["host_bound_frames"][0]
+    assert top["frame"] == "my_preprocess" and top["ms_per_step"] == pytest.approx(0.6) and top["share"] == 1.0

@@ -59,6 +59,7 @@ def test_the_public_rules():
         "pageable-h2d-copy": "TD102",
         "h2d-copy-share": "TD103",
         "blocking-sync": "TD104",
+        "host-bound-cpu-work": "TD105",
         "launch-bound-gpu-idle": "TD201",
         "zero-grad-kernels": "TD202",
         "launch-bound-compiled": "TD203",
@@ -149,6 +150,7 @@ def test_select_and_ignore_by_code_prefix_and_name():
         "pageable-h2d-copy",
         "h2d-copy-share",
         "blocking-sync",
+        "host-bound-cpu-work",
     ]
     assert names(select_rules(RULES, ["no-tensor-core-use", "TD401"])) == ["no-tensor-core-use", "low-gpu-memory-use"]
     assert "dataloader-stall" not in names(select_rules(RULES, None, ["TD101"]))

@@ -7,6 +7,7 @@ from tracedoc.signals import (  # noqa: F401  (registers)
     cpu,
     gpu,
     h2d,
+    hostbound,
     ledger,
     memory,
     optimizer,

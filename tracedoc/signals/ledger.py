@@ -622,6 +622,7 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
             _spans(rt, rt_on),  # 17 any other runtime call: CPU busy in the driver
         ]
         grid, assigned = paint(layers, lo, hi, [ws, we])
+        ctx.cached(f"ledger_grid_{device}", lambda: grid)
         key = {k: i for i, k in enumerate(LEDGER_KEYS)}
         busy_col = len(LEDGER_KEYS)
         to_key = np.array(
@@ -662,9 +663,36 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
             short = (gap_end - gap_start) < KERNEL_WAIT_MAX_US
             long_owner = np.where(labels == -2, key["dependency_wait"], key["other_idle"])
             labels = np.where(queued, np.where(short, key["kernel_wait"], long_owner), labels)
+        ctx.cached(f"ledger_labels_{device}", lambda: labels)
         return per_window(grid, labels, busy_col + 1, ws, we)
 
     return ctx.cached(f"ledger_us_{device}", build)
+
+
+def idle_segments(ctx: SignalContext, device: int, cause: str) -> tuple[np.ndarray, np.ndarray]:
+    """The elementary segments of one device's ledger owned by ``cause`` (a key of
+    :data:`LEDGER_KEYS`) inside the complete step windows: sorted ``(starts, ends)`` in µs.
+
+    Raises:
+        SignalUnavailable: the device has no GPU activity in the trace.
+        KeyError: ``cause`` is not a ledger key.
+    """
+    col = LEDGER_KEYS.index(cause)
+    device_ledger_us(ctx, device)  # paints the grid and its labels
+    grid = ctx.cached(f"ledger_grid_{device}", lambda: None)
+    labels = ctx.cached(f"ledger_labels_{device}", lambda: None)
+    if grid is None or labels is None:  # seeded from a signal store: paint again
+        raise SignalUnavailable("the idle ledger's segments are not available for this analysis")
+    w = step_windows(ctx)
+    keep = complete_mask(ctx)
+    s, e = grid[:-1], grid[1:]
+    mine = labels == col
+    ws, we = w["start_us"].to_numpy()[keep], w["end_us"].to_numpy()[keep]
+    mid = (s + e) / 2
+    k = np.searchsorted(ws, mid, side="right") - 1
+    inside = (k >= 0) & (mid < we[np.maximum(k, 0)])
+    sel = mine & inside
+    return s[sel], e[sel]
 
 
 def launches_without_gpu_event(ctx: SignalContext) -> tuple[int, int]:
