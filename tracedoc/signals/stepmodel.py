@@ -7,51 +7,73 @@ nothing. The model replays each step as a schedule of CPU work and GPU work and 
 Pekhimenko, "Daydream: Accurately Estimating the Efficacy of Optimizations for DNN
 Training", USENIX ATC 2020, which simulates a dependency graph built from CUPTI traces).
 
-**The schedule of one step.** For the primary device and each complete step window
-``[ws, we)`` with CPU span ``[cs, ce)`` (:func:`~tracedoc.signals.steps.step_windows`):
+**The schedule.** For the primary device (the one that ran the most kernel time) and the
+step windows ``[ws_k, we_k)`` with CPU spans ``[cs_k, ce_k)``
+(:func:`~tracedoc.signals.steps.step_windows`; a trace without steps has one window, whose
+CPU span is the window itself):
 
-* *Anchors* are the runtime calls on the device's launching threads (the threads whose
-  runtime calls launched its GPU events) that are launch calls or blocking calls (the idle
-  ledger's definitions, :mod:`tracedoc.signals.ledger`), whose start lies in ``[cs, ce)``,
-  in order of start (ties in trace order). The launching threads are merged into one CPU
-  timeline: PyTorch's main and autograd threads issue work in turn, not at once.
-* The CPU time before anchor ``i`` is ``gap_i = max(0, ts_i - e_{i-1})``, where ``e_{i-1}``
-  is the latest end of the earlier anchors (``cs`` before the first). The *tail* is
-  ``max(0, ce - e_last)``.
-* A launch anchor enqueues the GPU events linked to it (kernels, memcpys, memsets of the
-  device, by the one correlation join of :mod:`tracedoc.signals.links`). Each event has a
-  stream, a duration ``d`` and a start latency ``lat = max(0, start - max(launch_end,
-  prev_end))``, where ``prev_end`` is the observed end of the previous event of the same
-  stream in this step (``ws`` for the first). The latency holds what the schedule does
-  not model (the GPU's own launch latency, waits on other streams).
-* A blocking anchor waits for the device: ``ready`` is the latest end of the GPU events
-  enqueued before it in the step and of its own events; its *overhead* is
-  ``o = te - max(ts, ready)`` (the call's time after the work it waited for was done, or
-  the whole call when it did not wait).
+* *Anchors* are the runtime calls (not CPU ops) on the device's launching threads (the
+  threads whose runtime calls launched its GPU events) that are launch calls or blocking
+  calls (the idle ledger's definitions, :mod:`tracedoc.signals.ledger`; a call that is both,
+  a pageable ``cudaMemcpyAsync`` say, is a blocking anchor), whose start lies in some
+  ``[cs_k, ce_k)``, in order of start (ties in trace order). The launching threads are
+  merged into one CPU timeline: PyTorch's main and autograd threads issue work in turn.
+* The CPU time before anchor ``i`` of step ``k`` is ``gap_i = max(0, ts_i - e_{i-1})``,
+  where ``e_{i-1}`` is the latest end of the step's earlier anchors (``cs_k`` before the
+  first). The step's *tail* is ``max(0, ce_k - e_last)`` (``ce_k - cs_k`` without anchors),
+  and the CPU time between two steps is ``max(0, cs_k - ce_{k-1})``.
+* An anchor's GPU events are those of the device linked to it (kernels, memcpys, memsets,
+  by the one correlation join of :mod:`tracedoc.signals.links`), in order of observed
+  start. Each has a stream, a duration ``d`` and a start latency
+  ``lat = max(0, start - max(launch_end, prev_end))``, where ``launch_end`` is its launch
+  call's end and ``prev_end`` is the observed end of the previous GPU event of the same
+  stream (by start) in the same step window, or ``ws`` of that window for the first. The
+  latency holds what the schedule does not model (the GPU's own launch latency, waits on
+  other streams).
+* A blocking anchor waits for the device. ``ready_obs`` is the latest observed end of every
+  GPU event enqueued so far in the trace (earlier anchors, and its own events), ``ws_0``
+  before any; its *overhead* is ``o = max(0, te - max(ts, ready_obs))``: the call's time
+  after the work it waited for was done, or the whole call when it did not wait.
 
-**Replay.** A CPU clock ``c`` starts at ``cs``; each stream's free time starts at ``ws``.
-For each anchor in order: ``c += gap_i`` (transformed); a launch anchor then takes its
-duration (``c += te - ts``) and each of its events starts at ``max(c, free[stream]) + lat``
-and frees its stream ``d`` later; a blocking anchor's own events are enqueued the same way
-(from ``c``), and then ``c = max(c, ready') + o``, where ``ready'`` is the replayed
-``ready``. After the last anchor ``c += tail``. The replayed step lasts
-``max(c, latest replayed event end) - ws``. Replayed unchanged, the schedule gives back
-the observed window up to what it leaves out (GPU work launched by the previous step's
-CPU span; :func:`replay_error_ms` measures it). Each step is replayed on its own: a fix
-that shortens one step does not move the next.
+**Replay**, one pass over every step in order, the CPU clock and the streams carrying over
+from one step to the next. The CPU clock ``c`` starts at ``cs_0``; a stream not used yet is
+free from ``E``; ``ready`` (the replayed ``ready_obs``)
+starts at ``ws_0``; the previous replayed window end ``E`` starts at ``ws_0``. For step ``k``:
 
-**What-ifs** (:class:`WhatIf`). A fix transforms the schedule, and its saving is the mean
-over complete steps of the baseline replay minus the transformed replay (ms per step), so
+1. From the second step on, ``c`` advances by the CPU time between the two steps. The
+   step's replayed CPU start is ``C_k = c``.
+2. For each anchor in order: ``c`` advances by ``gap_i``. A launch anchor then takes its
+   duration (``c += te - ts``). Each of its events (a blocking anchor's too, enqueued at
+   the ``c`` reached before its wait) starts at ``max(c, free[stream]) + lat``, frees its
+   stream ``d`` later, and raises ``ready`` to its end. A blocking anchor then sets
+   ``c = max(c, ready) + o``.
+3. ``c`` advances by the tail. The replayed window is ``[S_k, E_k)`` with
+   ``S_k = max(C_k, E)`` and ``E_k = max(c, the latest end of the events enqueued in this
+   step, S_k)``, the TensorBoard plugin's window rule applied to the replayed times;
+   ``E = E_k``. A step with no anchor has no replayed duration (``E`` still advances).
+
+Replayed unchanged, the schedule gives the observed windows back up to what it leaves out
+(:func:`replay_error_ms` measures it). Launch calls keep their observed duration, back-pressure
+included: where the launch queue was full (``cudaLaunchKernel`` calls of milliseconds, as on
+``v100_resnet50_ddp_gpu_bound`` from its second step), a faster GPU would have shortened them,
+so there the ``tensor_cores`` saving is understated. Because windows tile the timeline, a fix that ends
+one step's GPU work earlier can make the next window start earlier and last longer; the mean
+over steps is the change of the whole timeline.
+
+**What-ifs** (:class:`WhatIf`). A fix transforms the schedule; its saving is the mean over
+the complete steps of the unchanged replay minus the transformed one (ms per step; steps
+either replay leaves without a duration are left out), and a negative mean counts as 0, so
 the model's own error cancels:
 
-* ``dataloader``: the CPU time inside ``enumerate(DataLoader)#...__next__`` spans on the
-  launching threads is removed from every gap and the tail (workers load the batch), and
-  the rest of the CPU time is multiplied by a contention factor ``f`` (more processes on
-  the host slow the training process's own work, :func:`dataloader_contention`).
+* ``dataloader``: the CPU time inside spans named ``enumerate(DataLoader)#...`` on the
+  launching threads is removed from every gap and tail (workers load the batch), and the
+  CPU time that stays (gaps, tails, time between steps) is multiplied by a contention
+  factor ``f`` (more processes on the host slow the training process's own work,
+  :func:`dataloader_contention`).
 * ``tensor_cores``: every Tensor-Core-eligible kernel that does not use them
   (:func:`tracedoc.signals.attribution.kernel_ops`: ``eligible`` and not
   ``tensor_core``) lasts ``d / r``, with ``r`` the device's Tensor Core to FP32 peak ratio
-  (:data:`TENSOR_CORE_PEAK_RATIO`): an upper bound on what AMP does to that kernel.
+  (:func:`tensor_core_ratio`): an upper bound on what AMP does to that kernel.
 
 Every figure is µs inside the model and ms per step in the signals.
 """
@@ -94,7 +116,8 @@ class WhatIf:
 
     Attributes:
         drop_dataloader: remove the CPU time inside DataLoader ``__next__`` spans.
-        cpu_factor: multiply the CPU time that stays (gaps and tail) by this factor (>= 1).
+        cpu_factor: multiply the CPU time that stays (gaps, tails, time between steps) by this
+            factor (>= 1).
         tensor_core_ratio: divide the duration of eligible kernels that do not use Tensor
             Cores by this ratio (1.0: unchanged).
     """
@@ -174,7 +197,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         # the GPU events of each anchor, and each event's observed latency
         rows = np.flatnonzero(on_dev & (g_all["rt_pos"].to_numpy() >= 0))
         rt_pos = g_all["rt_pos"].to_numpy()[rows].astype(np.int64)
-        srt = np.argsort(rt_pos, kind="stable")
+        srt = np.lexsort((g_all["ts_us"].to_numpy(dtype=float)[rows], rt_pos))  # by anchor, then start
         rows, rt_pos = rows[srt], rt_pos[srt]
         bounds = np.flatnonzero(np.diff(rt_pos)) + 1
         ev_of = {int(p[0]): r for p, r in zip(np.split(rt_pos, bounds), np.split(rows, bounds), strict=True) if len(p)}
@@ -211,7 +234,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
 
 def replay_steps_us(ctx: SignalContext, what: WhatIf = BASELINE) -> np.ndarray:
     """Replayed duration of every step window (µs, one per row of ``step_windows``; NaN for
-    a window whose CPU span launched nothing), under the transformation ``what``.
+    a window with no anchor), under the transformation ``what``.
 
     Raises:
         SignalUnavailable: no GPU activity, or no GPU event linked to its launch call.

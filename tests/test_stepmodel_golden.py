@@ -1,0 +1,61 @@
+"""The step model against an independent re-derivation.
+
+Golden figures: ``tests/golden/replay_figures.json``, written by ``tests/golden/derive_replay.py``,
+a stdlib-only script written from the step model's docstring alone (``tracedoc/signals/stepmodel.py``)
+by a checker who did not read its code; its readings are in ``tests/golden/README.md`` ("Step
+replay"). Tolerance: 0.1 ms per step window and per signal (issue "A model of the step").
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tracedoc.load import load
+from tracedoc.signals import SignalContext
+from tracedoc.signals.stepmodel import WhatIf, replay_steps_us
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = json.loads((ROOT / "tests" / "golden" / "replay_figures.json").read_text())["traces"]
+TOL_US = 100.0  # 0.1 ms
+SIGNALS = (
+    "replay_error_ms",
+    "dataloader_replay_saving_ms",
+    "dataloader_replay_saving_low_ms",
+    "tensor_core_replay_saving_ms",
+)
+
+
+@functools.cache
+def ctx(name: str) -> SignalContext:
+    return SignalContext(load(ROOT / "fixtures" / name))
+
+
+def test_every_gpu_fixture_has_figures():
+    gpu = sorted(p.name for p in (ROOT / "fixtures").glob("*.gz") if load(p).has_gpu_activity)
+    assert sorted(GOLDEN) == gpu and len(gpu) == 12
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+@pytest.mark.parametrize("what", ["baseline", "dataloader", "dataloader_low", "tensor_cores"])
+def test_replayed_step_windows_match_the_rederivation(name, what):
+    fig = GOLDEN[name]
+    ours = replay_steps_us(ctx(name), WhatIf(**fig["whatif"][what]))
+    theirs = fig["per_step_us"][what]
+    assert len(ours) == len(theirs)
+    for k, (a, b) in enumerate(zip(ours.tolist(), theirs, strict=True)):
+        if b is None:
+            assert math.isnan(a), (k, a)
+        else:
+            assert a == pytest.approx(b, abs=TOL_US), (what, k)
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_signals_match_the_rederivation(name):
+    c = ctx(name)
+    for s in SIGNALS:
+        assert c.get(s) == pytest.approx(GOLDEN[name]["signals"][s], abs=0.1), s
