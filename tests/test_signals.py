@@ -232,3 +232,14 @@ def test_every_signal_is_documented():
         for suffix, unit in suffix_units.items():
             if name.endswith(suffix):
                 assert sig.unit == unit, name
+
+
+def test_covered_length_of_disjoint_intervals_inside_each_window():
+    from tracedoc.signals.intervals import covered_length
+
+    s, e = np.array([0.0, 10.0, 30.0]), np.array([5.0, 20.0, 40.0])
+    a = np.array([0.0, 3.0, 12.0, 20.0, 0.0, 50.0, 7.0])
+    b = np.array([40.0, 15.0, 35.0, 30.0, 0.0, 60.0, 6.0])
+    # whole; 3..5 + 10..15; 12..20 + 30..35; none inside 20..30; empty; past the end; b < a
+    assert covered_length(s, e, a, b).tolist() == [25.0, 7.0, 13.0, 0.0, 0.0, 0.0, 0.0]
+    assert covered_length(np.array([]), np.array([]), a, b).tolist() == [0.0] * 7

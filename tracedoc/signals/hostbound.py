@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
+from tracedoc.signals.intervals import covered_length
 from tracedoc.signals.ledger import idle_segments, ledger_devices
 from tracedoc.signals.steps import profiler_step_mask
 from tracedoc.signals.strings import on_threads
@@ -34,21 +35,6 @@ DOMINANT_SHARE = 0.5
 HOTSPOT_SHARE = 0.05
 #: Hotspots listed at most.
 MAX_HOTSPOTS = 5
-
-
-def _cover(seg_s: np.ndarray, seg_e: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Length of the sorted disjoint segments inside each ``[a, b)`` (vectorised)."""
-    if not seg_s.size:
-        return np.zeros(len(a))
-    cum = np.concatenate([[0.0], np.cumsum(seg_e - seg_s)])
-
-    def upto(x: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(seg_s, x, side="right")  # segments starting at or before x
-        part = np.where(k > 0, np.clip(x - seg_s[np.maximum(k - 1, 0)], 0, None), 0.0)
-        part = np.minimum(part, np.where(k > 0, seg_e[np.maximum(k - 1, 0)] - seg_s[np.maximum(k - 1, 0)], 0.0))
-        return np.where(k > 0, cum[np.maximum(k - 1, 0)] + part, 0.0)
-
-    return np.maximum(upto(b) - upto(a), 0.0)
 
 
 @signal("table", scope="primary device")
@@ -78,7 +64,7 @@ def host_bound_frames(ctx: SignalContext) -> list[dict]:
         return []
     a = ops["ts_us"].to_numpy(dtype=float)[pos]
     b = ops["end_us"].to_numpy(dtype=float)[pos]
-    cover = _cover(seg_s, seg_e, a, b)
+    cover = covered_length(seg_s, seg_e, a, b)
     names = ops["name"].to_numpy(dtype=object)[pos]
     n = max(int(ctx.get("step_count")), 1)
     rows = []

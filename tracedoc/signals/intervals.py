@@ -147,3 +147,23 @@ def per_window(
     flat = step_idx[inside] * n_labels + labels[inside]
     out = np.bincount(flat, weights=seg_len[inside], minlength=len(win_start) * n_labels)
     return out.reshape(len(win_start), n_labels)
+
+
+def covered_length(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Length (µs) of the sorted, disjoint intervals ``[starts, ends)`` (as :func:`merge`
+    returns them) that falls inside each ``[a_i, b_i)``; vectorised over ``a`` and ``b``,
+    O((n + m) log n). Zero where ``b <= a``."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if not len(starts):
+        return np.zeros(a.shape)
+    lengths = ends - starts
+    before = np.concatenate([[0.0], np.cumsum(lengths)])  # covered length before interval k
+
+    def upto(x: np.ndarray) -> np.ndarray:  # covered length of (-inf, x)
+        k = np.searchsorted(starts, x, side="right")  # intervals starting at or before x
+        last = np.maximum(k - 1, 0)
+        part = np.clip(np.minimum(x, ends[last]) - starts[last], 0.0, None)
+        return np.where(k > 0, before[last] + part, 0.0)
+
+    return np.maximum(upto(b) - upto(a), 0.0)

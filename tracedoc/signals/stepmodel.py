@@ -86,7 +86,7 @@ import numpy as np
 import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
-from tracedoc.signals.intervals import merge
+from tracedoc.signals.intervals import covered_length, merge
 from tracedoc.signals.steps import complete_mask, dataloader_mask, gpu_events, step_windows
 from tracedoc.signals.strings import on_threads
 
@@ -147,21 +147,6 @@ class _Schedule:
     ev_lat: np.ndarray
     dl_starts: np.ndarray  # merged DataLoader spans on the launching threads
     dl_ends: np.ndarray
-    dl_cum: np.ndarray  # cumulative covered length before each merged span
-
-
-def _covered(starts: np.ndarray, ends: np.ndarray, cum: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Length of ``[a, b)`` covered by the sorted disjoint spans (vectorised over a, b)."""
-    if not starts.size:
-        return np.zeros(np.shape(a))
-
-    def upto(x: np.ndarray) -> np.ndarray:  # covered length of (-inf, x)
-        k = np.searchsorted(starts, x, side="right") - 1
-        kk = np.maximum(k, 0)
-        part = np.clip(np.minimum(x, ends[kk]) - starts[kk], 0, None)
-        return np.where(k >= 0, cum[kk] + part, 0.0)
-
-    return np.maximum(upto(np.asarray(b, dtype=float)) - upto(np.asarray(a, dtype=float)), 0.0)
 
 
 def _schedule(ctx: SignalContext) -> _Schedule:
@@ -224,9 +209,8 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         ops = t.ops
         dl = on_threads(ctx, "ops", threads) & dataloader_mask(ctx) if len(ops) else np.zeros(0, dtype=bool)
         s_, e_ = merge(ops["ts_us"].to_numpy(dtype=float)[dl], ops["end_us"].to_numpy(dtype=float)[dl])
-        cum = np.concatenate([[0.0], np.cumsum(e_ - s_)[:-1]]) if s_.size else np.zeros(0)
         return _Schedule(
-            anchors, a_ts, a_end, blocking[anchors], a_step, ev_of, stream, ge - gs, ge, tc_slow, lat, s_, e_, cum
+            anchors, a_ts, a_end, blocking[anchors], a_step, ev_of, stream, ge - gs, ge, tc_slow, lat, s_, e_
         )
 
     return ctx.cached("stepmodel_schedule", build)
@@ -257,7 +241,7 @@ def replay_steps_us(ctx: SignalContext, what: WhatIf = BASELINE) -> np.ndarray:
         gap = np.zeros(len(sch.anchors))
         gap[sel_all] = np.maximum(sch.a_ts[sel_all] - prev[sel_all], 0.0)
         if what.drop_dataloader and sel_all.any():
-            cut = _covered(sch.dl_starts, sch.dl_ends, sch.dl_cum, prev[sel_all], sch.a_ts[sel_all])
+            cut = covered_length(sch.dl_starts, sch.dl_ends, prev[sel_all], sch.a_ts[sel_all])
             gap[sel_all] -= np.minimum(cut, gap[sel_all])
         gap *= what.cpu_factor
         dur = np.where(sch.ev_tc_slow, sch.ev_dur / what.tensor_core_ratio, sch.ev_dur)
@@ -291,7 +275,7 @@ def replay_steps_us(ctx: SignalContext, what: WhatIf = BASELINE) -> np.ndarray:
             tail = max(float(ce[k]) - last_anchor, 0.0)
             if what.drop_dataloader:
                 one = np.array([last_anchor])
-                tail -= min(float(_covered(sch.dl_starts, sch.dl_ends, sch.dl_cum, one, np.array([ce[k]]))[0]), tail)
+                tail -= min(float(covered_length(sch.dl_starts, sch.dl_ends, one, np.array([ce[k]]))[0]), tail)
             c += tail * what.cpu_factor
             start = max(cpu_start, window_end)
             end = max(c, last_end, start)
