@@ -140,6 +140,46 @@ def test_work_queued_behind_a_stream_wait_is_dependency_wait_never_host_wait(tmp
     assert waits["producer"].iloc[0] == -1
 
 
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+@pytest.mark.parametrize("in_window", [True, False])
+def test_a_recorded_producer_is_used_where_kineto_writes_it(tmp_path, engine, in_window):
+    """Newer Kineto writes ``wait_on_cuda_event_record_corr_id`` on the Stream Wait Event: the
+    producer is the event-record call with that correlation id, or outside the window."""
+    b = TraceBuilder()
+    b.step(1, 0, 2000)
+    b.runtime("cudaEventRecord", 5, 2)  # the last record before the wait: what inference picks
+    b.runtime("cudaEventRecord", 20, 5)
+    record_corr = b._corr if in_window else 424242
+    b.runtime("cudaStreamWaitEvent", 30, 5)
+    b.events.append(
+        {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": "Stream Wait Event",
+            "pid": 0,
+            "tid": "stream 9",
+            "ts": b.base + 40,
+            "dur": 1,
+            "args": {
+                "device": 0,
+                "stream": 9,
+                "correlation": b._corr,
+                "wait_on_cuda_event_record_corr_id": record_corr,
+            },
+        }
+    )
+    b.kernel("consumer", 50, 1200, 100, stream=9)
+    c = SignalContext(tracedoc.load(b.write(tmp_path / "t.json"), engine=engine))
+    waits = ledger_mod.dependency_waits(c)
+    assert waits["producer_source"].tolist() == ["recorded"]
+    rt = c.trace.runtime
+    if in_window:
+        assert rt["correlation"].iloc[int(waits["producer"].iloc[0])] == record_corr
+        assert rt["ts_us"].iloc[int(waits["producer"].iloc[0])] == pytest.approx(20)
+    else:
+        assert waits["producer"].tolist() == [-1]
+
+
 def test_recorded_stream_wait_and_an_inferred_producer(tmp_path):
     b = TraceBuilder()
     b.step(1, 0, 2000)

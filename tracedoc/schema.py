@@ -68,6 +68,7 @@ FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("dur_us", "float64"),
         ("end_us", "float64"),
         ("correlation", "float64"),
+        ("wait_event_corr", "float64"),
     ],
     "memory": [
         ("ts_us", "float64"),

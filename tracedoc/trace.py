@@ -19,7 +19,8 @@ Frames (one row per event; empty frames keep their columns):
     (Pageable, Pinned, Device, Host, unknown), dst_memory, device, stream, ts_us,
     dur_us, end_us, bytes (float64, NaN when absent), correlation.
 ``memsets`` -- GPU memsets: name, device, stream, ts_us, dur_us, end_us, bytes, correlation.
-``syncs`` -- ``cuda_sync`` events: name, device, stream, ts_us, dur_us, end_us, correlation.
+``syncs`` -- ``cuda_sync`` events: name, device, stream, ts_us, dur_us, end_us, correlation,
+wait_event_corr.
 ``memory`` -- ``[memory]`` instant events: ts_us, device_type (int; 0 CPU, 1 CUDA),
     device_id (int), bytes (allocation delta, float64), total_allocated_bytes,
     total_reserved_bytes (float64, NaN in traces that predate those fields).
@@ -103,7 +104,8 @@ class Trace:
     - ``memsets`` -- GPU memsets: name, device, stream, ts_us, dur_us, end_us (µs), bytes,
       correlation.
     - ``syncs`` -- ``cuda_sync`` events: name, device, stream, ts_us, dur_us, end_us (µs),
-      correlation.
+      correlation, wait_event_corr (``wait_on_cuda_event_record_corr_id``: the correlation id
+      of the event-record call a ``Stream Wait Event`` waits for, newer Kineto; NaN without).
     - ``memory`` -- ``[memory]`` instant events: ts_us (µs), device_type (0 CPU, 1 CUDA),
       device_id, bytes (allocation delta), total_allocated_bytes, total_reserved_bytes
       (bytes; NaN in traces that predate them).

@@ -77,6 +77,7 @@ class Args(msgspec.Struct, gc=False):
     mem_bytes: float | str = msgspec.field(default=_NAN, name="Bytes")
     total_allocated: float | str = msgspec.field(default=_NAN, name="Total Allocated")
     total_reserved: float | str = msgspec.field(default=_NAN, name="Total Reserved")
+    wait_event_corr: float | str = msgspec.field(default=_NAN, name="wait_on_cuda_event_record_corr_id")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -466,6 +467,8 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
                 g["bytes"] = _floats_of("bytes", args)
             elif kind == KIND_MEMSET:
                 g["bytes"] = _floats_of("bytes", args)
+            elif kind == KIND_SYNC:
+                g["wait_event_corr"] = _floats_of("wait_event_corr", args)
             out.cols[_GPU_FRAMES[kind]] = g
         del sel
 

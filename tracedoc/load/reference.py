@@ -183,6 +183,8 @@ class ColumnSink:
                 g["src_memory"].append(src)
                 g["dst_memory"].append(dst)
                 g["bytes"].append(_num(args.get("bytes")))
+            elif kind == KIND_SYNC:
+                g["wait_event_corr"].append(_num(args.get("wait_on_cuda_event_record_corr_id")))
             elif kind == KIND_MEMSET:
                 g["bytes"].append(_num(args.get("bytes")))
 

@@ -31,10 +31,13 @@ correlation id when the trace has one (recorded), else the (device, stream) of t
 GPU event whose launch call is on the same (pid, tid) and starts at or after the wait
 call's end (inferred); without either, the wait is ignored. Its **dependent event** is
 the first GPU event on the waiting stream whose launch call starts at or after the wait
-call's start. Its *producer* is inferred as the last event-record call (``cudaEventRecord``,
-``hipEventRecord``, ``cuEventRecord``, prefix match) of any thread that starts before the
-wait call starts; when there is none, the producer is outside the profiled window (a
-report note says so, :func:`dependency_waits`).
+call's start. Its *producer* is the event-record call the wait is for: where the sync event carries
+``wait_on_cuda_event_record_corr_id`` (newer Kineto), the runtime call with that
+correlation id (none in the trace: the producer is outside the window); otherwise it is
+inferred as the last event-record call (``cudaEventRecord``, ``hipEventRecord``,
+``cuEventRecord``, prefix match) of any thread that starts before the wait call starts,
+and when there is none, the producer is outside the profiled window (a report note says
+so, :func:`dependency_waits`). The producer decides nothing in the ledger's figures.
 
 **Step 2: host-wait causes.** An idle instant with nothing queued is host-wait. It is
 owned by what the CPU threads that launch this device's work were doing, first match
@@ -392,7 +395,18 @@ def _launching_ops(ctx: SignalContext) -> np.ndarray:
     return ctx.cached("ledger_launching_ops", build)
 
 
-_WAIT_COLUMNS = ("rt_pos", "ts_us", "end_us", "thread", "device", "stream", "stream_source", "dependent", "producer")
+_WAIT_COLUMNS = (
+    "rt_pos",
+    "ts_us",
+    "end_us",
+    "thread",
+    "device",
+    "stream",
+    "stream_source",
+    "dependent",
+    "producer",
+    "producer_source",
+)
 
 
 def dependency_waits(ctx: SignalContext) -> pd.DataFrame:
@@ -404,8 +418,11 @@ def dependency_waits(ctx: SignalContext) -> pd.DataFrame:
     correlation; ``"inferred"``: the next GPU event launched by the same thread;
     ``"unknown"``), dependent (row position in :func:`~tracedoc.signals.steps.gpu_events`
     of the dependent event, -1 when none), producer (row position in ``trace.runtime`` of
-    the inferred producer, the last event-record call that starts before the wait; -1
-    when there is none in the trace: the producer is outside the window).
+    the producer's event-record call; -1 when it is not in the trace: outside the window),
+    producer_source (``"recorded"``: the wait's ``Stream Wait Event`` sync event carries
+    ``wait_on_cuda_event_record_corr_id``, and the producer is the runtime call with that
+    correlation id; ``"inferred"``: the last event-record call of any thread that starts
+    before the wait).
     """
 
     def build() -> pd.DataFrame:
@@ -414,9 +431,8 @@ def dependency_waits(ctx: SignalContext) -> pd.DataFrame:
         pos = np.flatnonzero(cls["stream_wait"].to_numpy())
         n = pos.size
         if not n:
-            return pd.DataFrame(
-                {c: pd.Series(dtype=object if c in ("thread", "stream_source") else float) for c in _WAIT_COLUMNS}
-            )
+            text = ("thread", "stream_source", "producer_source")
+            return pd.DataFrame({c: pd.Series(dtype=object if c in text else float) for c in _WAIT_COLUMNS})
         rt_codes, rt_labels = frame_threads(ctx, "runtime")
         w_ts = rt["ts_us"].to_numpy(dtype=float)[pos]
         w_end = rt["end_us"].to_numpy(dtype=float)[pos]
@@ -424,18 +440,26 @@ def dependency_waits(ctx: SignalContext) -> pd.DataFrame:
         dev = np.full(n, -1, dtype=np.int64)
         stream = np.full(n, -1, dtype=np.int64)
         source = np.full(n, "unknown", dtype=object)
+        waited = np.full(n, np.nan)  # the recorded event-record correlation id, where written
         sy = ctx.trace.syncs
         if len(sy):
             swe = sy[(sy["name"] == "Stream Wait Event").to_numpy() & sy["correlation"].notna().to_numpy()]
             swe = swe.drop_duplicates("correlation", keep=False)  # an ambiguous id links nothing
             if len(swe):
-                by_corr = pd.DataFrame({"device": swe["device"].to_numpy(), "stream": swe["stream"].to_numpy()})
+                by_corr = pd.DataFrame(
+                    {
+                        "device": swe["device"].to_numpy(),
+                        "stream": swe["stream"].to_numpy(),
+                        "waited": swe["wait_event_corr"].to_numpy(dtype=float),
+                    }
+                )
                 by_corr.index = swe["correlation"].to_numpy()
                 hit = by_corr.reindex(rt["correlation"].to_numpy()[pos])
                 ok = hit["device"].notna().to_numpy()
                 dev[ok] = hit["device"].to_numpy()[ok].astype(np.int64)
                 stream[ok] = hit["stream"].to_numpy()[ok].astype(np.int64)
                 source[ok] = "recorded"
+                waited = hit["waited"].to_numpy(dtype=float)
         g = gpu_events(ctx)
         g_lts = g["launch_ts_us"].to_numpy(dtype=float)
         g_thread = g["launch_thread"].to_numpy(dtype=object)
@@ -472,6 +496,14 @@ def dependency_waits(ctx: SignalContext) -> pd.DataFrame:
             order = np.argsort(rec_ts, kind="stable")
             k = np.searchsorted(rec_ts[order], w_ts, side="left") - 1
             producer = np.where(k >= 0, rec[order][np.maximum(k, 0)], -1)
+        producer_source = np.full(n, "inferred", dtype=object)
+        known = ~np.isnan(waited)
+        if known.any():  # the trace says which record: that call, or none in the window
+            rec_corr = pd.Series(rec, index=rt["correlation"].to_numpy()[rec]) if rec.size else pd.Series(dtype=float)
+            rec_corr = rec_corr[~rec_corr.index.duplicated(keep="first")]
+            found = rec_corr.reindex(waited[known]).to_numpy()
+            producer[known] = np.where(np.isnan(found.astype(float)), -1, found).astype(np.int64)
+            producer_source[known] = "recorded"
         return pd.DataFrame(
             {
                 "rt_pos": pos,
@@ -483,6 +515,7 @@ def dependency_waits(ctx: SignalContext) -> pd.DataFrame:
                 "stream_source": pd.Series(source, dtype=object),
                 "dependent": dependent,
                 "producer": producer,
+                "producer_source": pd.Series(producer_source, dtype=object),
             }
         )
 
