@@ -90,23 +90,31 @@ def _match(ctx: SignalContext, frame: str, table: str) -> np.ndarray:
     return cached_name_mask(ctx, frame, table, compiled(table).search)
 
 
-def _runtime_ops_frame(op_name: np.ndarray, eligible: np.ndarray, index: pd.Index) -> pd.DataFrame:
+def _runtime_ops_frame(op_name: np.ndarray, op_pos: np.ndarray, eligible: np.ndarray, index: pd.Index) -> pd.DataFrame:
     # ``op`` stays an object column (pandas would convert it to its Arrow-backed str dtype)
-    return pd.DataFrame({"op": pd.Series(op_name, dtype=object, index=index), "eligible": eligible}, index=index)
+    return pd.DataFrame(
+        {"op": pd.Series(op_name, dtype=object, index=index), "op_pos": op_pos, "eligible": eligible}, index=index
+    )
 
 
 def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
     """For each runtime call (index aligned with ``trace.runtime``): ``op`` (innermost
-    enclosing cpu_op name or None) and ``eligible`` (an enclosing op is TC-eligible)."""
+    enclosing cpu_op name or None), ``op_pos`` (that op's row position in ``trace.ops``, -1
+    when none) and ``eligible`` (an enclosing op is TC-eligible).
+
+    The innermost enclosing op of a call is, among the ``cpu_op`` events of the same pid/tid
+    with ``op.ts <= call.ts <= op.end``, the one with the latest ``ts`` (on a tie, the
+    shortest), searched at most :data:`MAX_NESTING_SCAN` ops back."""
 
     def build() -> pd.DataFrame:
         t = ctx.trace
         rt = t.runtime
         op_name = np.full(len(rt), None, dtype=object)
+        op_pos = np.full(len(rt), -1, dtype=np.int64)
         eligible = np.zeros(len(rt), dtype=bool)
         cpu = (t.ops["cat"] == "cpu_op").to_numpy()
         if not len(rt) or not cpu.any():
-            return _runtime_ops_frame(op_name, eligible, rt.index)
+            return _runtime_ops_frame(op_name, op_pos, eligible, rt.index)
         # integer (pid, tid) codes per row instead of "pid/tid" strings built and compared per row
         rt_codes, rt_labels = frame_threads(ctx, "runtime")
         op_codes, op_labels = frame_threads(ctx, "ops")
@@ -141,11 +149,12 @@ def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
                 found[pending[hit]] = cand[hit]
                 pending = pending[~hit]
             op_name[r_idx[found >= 0]] = onames[found[found >= 0]]
+            op_pos[r_idx[found >= 0]] = sel[order][found[found >= 0]]
             es, ee = merge(o_ts[elig_all[sel]], o_end[elig_all[sel]])
             if es.size:
                 k = np.searchsorted(es, rts, side="right") - 1
                 eligible[r_idx] = (k >= 0) & (rts <= ee[np.maximum(k, 0)])
-        return _runtime_ops_frame(op_name, eligible, rt.index)
+        return _runtime_ops_frame(op_name, op_pos, eligible, rt.index)
 
     return ctx.cached("runtime_ops", build)
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import covered_length
-from tracedoc.signals.ledger import idle_segments, ledger_devices
+from tracedoc.signals.ledger import idle_segments, launching_threads, ledger_devices
 from tracedoc.signals.steps import profiler_step_mask
 from tracedoc.signals.strings import on_threads
 
@@ -51,10 +51,7 @@ def host_bound_frames(ctx: SignalContext) -> list[dict]:
     total = float((seg_e - seg_s).sum())
     if total <= 0:
         return []
-    from tracedoc.signals.steps import gpu_events
-
-    g = gpu_events(ctx)
-    threads = set(g.loc[(g["device"] == device).to_numpy(), "launch_thread"].dropna()) or None
+    threads = launching_threads(ctx, device)
     ops = ctx.trace.ops
     on = on_threads(ctx, "ops", threads) & ~profiler_step_mask(ctx)
     py = on & (ops["cat"] == "python_function").to_numpy()

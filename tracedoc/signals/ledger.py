@@ -295,61 +295,45 @@ def _runtime_classes(ctx: SignalContext) -> pd.DataFrame:
 
 
 def _in_op_of(ctx: SignalContext, calls: np.ndarray) -> np.ndarray:
-    """Mask over ``trace.runtime``: the call starts inside the innermost enclosing ``cpu_op``
-    of one of ``calls`` (same pid/tid). ``calls`` are few (the blocking pageable copies)."""
+    """Mask over ``trace.runtime``: the call starts inside (``op.ts <= call.ts <= op.end``, same
+    pid/tid) the innermost enclosing ``cpu_op`` of one of ``calls``
+    (:func:`tracedoc.signals.attribution.runtime_ops`). ``calls`` are few (the blocking
+    pageable copies)."""
+    from tracedoc.signals.attribution import runtime_ops
+
     out = np.zeros(len(calls), dtype=bool)
+    op_pos = runtime_ops(ctx)["op_pos"].to_numpy()
     ops, rt = ctx.trace.ops, ctx.trace.runtime
-    pos = np.flatnonzero(calls)
-    if not pos.size or not len(ops):
-        return out
-    cpu = (ops["cat"] == "cpu_op").to_numpy()
-    op_codes, op_labels = frame_threads(ctx, "ops")
-    rt_codes, rt_labels = frame_threads(ctx, "runtime")
+    rt_codes, _ = frame_threads(ctx, "runtime")
     o_ts, o_end = ops["ts_us"].to_numpy(dtype=float), ops["end_us"].to_numpy(dtype=float)
-    r_ts, r_end = rt["ts_us"].to_numpy(dtype=float), rt["end_us"].to_numpy(dtype=float)
-    op_code_of = {lab: i for i, lab in enumerate(op_labels)}
-    for i in pos.tolist():
-        oc = op_code_of.get(rt_labels[rt_codes[i]])
-        if oc is None:
-            continue
-        enc = np.flatnonzero(cpu & (op_codes == oc) & (o_ts <= r_ts[i]) & (o_end >= r_end[i]))
-        if not enc.size:
-            continue
-        j = enc[np.argmax(o_ts[enc])]  # the innermost: the latest start
-        out |= (rt_codes == rt_codes[i]) & (r_ts >= o_ts[j]) & (r_ts < o_end[j])
+    r_ts = rt["ts_us"].to_numpy(dtype=float)
+    for i in np.flatnonzero(calls & (op_pos >= 0)).tolist():
+        j = op_pos[i]
+        out |= (rt_codes == rt_codes[i]) & (r_ts >= o_ts[j]) & (r_ts <= o_end[j])
     return out
 
 
 def _in_first_call(ctx: SignalContext, candidates: np.ndarray) -> np.ndarray:
     """Mask over ``trace.runtime``: a ``candidates`` call whose innermost enclosing ``cpu_op``
-    (same pid/tid, ``ts <= call.ts`` and ``call.end <= end``) is the first call of that op's
-    name on the thread (the earliest ``ts``)."""
-    out = np.zeros(len(candidates), dtype=bool)
-    pos = np.flatnonzero(candidates)
-    ops, rt = ctx.trace.ops, ctx.trace.runtime
-    if not pos.size or not len(ops):
-        return out
+    (:func:`tracedoc.signals.attribution.runtime_ops`) is the first call of that op's name on
+    its pid/tid (the earliest ``ts``; the first in trace order on a tie)."""
     from tracedoc.signals.attribution import runtime_ops
 
-    inner = runtime_ops(ctx)["op"].to_numpy(dtype=object)
-    cpu = (ops["cat"] == "cpu_op").to_numpy()
-    op_codes, op_labels = frame_threads(ctx, "ops")
-    first = pd.DataFrame(
-        {
-            "thread": op_labels[op_codes[cpu]],
-            "name": ops["name"].to_numpy(dtype=object)[cpu],
-            "ts": ops["ts_us"].to_numpy(dtype=float)[cpu],
-            "end": ops["end_us"].to_numpy(dtype=float)[cpu],
-        }
-    )
-    first = first.sort_values("ts", kind="stable").drop_duplicates(["thread", "name"])
-    span = {(a, b): (c, d) for a, b, c, d in first.itertuples(index=False, name=None)}
-    rt_codes, rt_labels = frame_threads(ctx, "runtime")
-    r_ts, r_end = rt["ts_us"].to_numpy(dtype=float), rt["end_us"].to_numpy(dtype=float)
-    for i in pos.tolist():  # the candidates: allocator and slow calls, a few per step
-        hit = span.get((rt_labels[rt_codes[i]], inner[i]))
-        out[i] = hit is not None and hit[0] <= r_ts[i] and r_end[i] <= hit[1]
-    return out
+    ops = ctx.trace.ops
+    if not len(ops):
+        return np.zeros(len(candidates), dtype=bool)
+    op_pos = runtime_ops(ctx)["op_pos"].to_numpy()
+    cpu = np.flatnonzero((ops["cat"] == "cpu_op").to_numpy())
+    first = np.zeros(len(ops), dtype=bool)
+    if cpu.size:
+        op_codes, _ = frame_threads(ctx, "ops")
+        keys = pd.DataFrame(
+            {"thread": op_codes[cpu], "name": ops["name"].to_numpy(dtype=object)[cpu]},
+            index=cpu,
+        )
+        order = np.argsort(ops["ts_us"].to_numpy(dtype=float)[cpu], kind="stable")
+        first[keys.iloc[order].drop_duplicates().index.to_numpy()] = True
+    return candidates & (op_pos >= 0) & first[np.maximum(op_pos, 0)]
 
 
 def _contains_launch(ctx: SignalContext) -> np.ndarray:
@@ -577,6 +561,16 @@ def _thread_labels(ctx: SignalContext, frame: str, mask: np.ndarray) -> np.ndarr
     return labels[codes[mask]] if len(codes) else np.array([], dtype=object)
 
 
+def launching_threads(ctx: SignalContext, device: int | None) -> set[str] | None:
+    """The launching threads of ``device`` (every device when None): the ``"pid/tid"`` of
+    every runtime call that launched one of its GPU events; None when none of that work is
+    linked to a call (then every thread counts)."""
+    g = gpu_events(ctx)
+    if device is not None:
+        g = g[(g["device"] == device).to_numpy()]
+    return set(pd.unique(g["launch_thread"].dropna().to_numpy())) or None
+
+
 def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
     """The ledger of one device: array ``(n_windows, len(LEDGER_KEYS) + 1)`` in µs per step window.
 
@@ -586,8 +580,20 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
     Raises:
         SignalUnavailable: the device has no GPU activity in the trace.
     """
+    grid, labels = _device_paint(ctx, device)
+    w = step_windows(ctx)
+    return per_window(grid, labels, len(LEDGER_KEYS) + 1, w["start_us"].to_numpy(), w["end_us"].to_numpy())
 
-    def build() -> np.ndarray:
+
+def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ledger of one device as painted segments: ``(grid, labels)``, the sorted segment
+    boundaries (µs) and each segment's owner (a column of :func:`device_ledger_us`).
+
+    Raises:
+        SignalUnavailable: the device has no GPU activity in the trace.
+    """
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
         t = ctx.trace
         g_all = gpu_events(ctx)
         on_dev = (g_all["device"] == device).to_numpy()
@@ -601,9 +607,7 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
         lts = g["launch_ts_us"].to_numpy(dtype=float)
         lte = g["launch_end_us"].to_numpy(dtype=float)
 
-        threads = (
-            set(pd.unique(g["launch_thread"].dropna().to_numpy())) or None
-        )  # None: unlinked work, every thread counts
+        threads = launching_threads(ctx, device)
         rt, ops = t.runtime, t.ops
         rt_on = on_threads(ctx, "runtime", threads)
         ops_on = on_threads(ctx, "ops", threads)
@@ -655,7 +659,6 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
             _spans(rt, rt_on),  # 17 any other runtime call: CPU busy in the driver
         ]
         grid, assigned = paint(layers, lo, hi, [ws, we])
-        ctx.cached(f"ledger_grid_{device}", lambda: grid)
         key = {k: i for i, k in enumerate(LEDGER_KEYS)}
         busy_col = len(LEDGER_KEYS)
         to_key = np.array(
@@ -696,10 +699,9 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
             short = (gap_end - gap_start) < KERNEL_WAIT_MAX_US
             long_owner = np.where(labels == -2, key["dependency_wait"], key["other_idle"])
             labels = np.where(queued, np.where(short, key["kernel_wait"], long_owner), labels)
-        ctx.cached(f"ledger_labels_{device}", lambda: labels)
-        return per_window(grid, labels, busy_col + 1, ws, we)
+        return grid, labels
 
-    return ctx.cached(f"ledger_us_{device}", build)
+    return ctx.cached(f"ledger_paint_{device}", build)
 
 
 def idle_segments(ctx: SignalContext, device: int, cause: str) -> tuple[np.ndarray, np.ndarray]:
@@ -711,11 +713,7 @@ def idle_segments(ctx: SignalContext, device: int, cause: str) -> tuple[np.ndarr
         KeyError: ``cause`` is not a ledger key.
     """
     col = LEDGER_KEYS.index(cause)
-    device_ledger_us(ctx, device)  # paints the grid and its labels
-    grid = ctx.cached(f"ledger_grid_{device}", lambda: None)
-    labels = ctx.cached(f"ledger_labels_{device}", lambda: None)
-    if grid is None or labels is None:  # seeded from a signal store: paint again
-        raise SignalUnavailable("the idle ledger's segments are not available for this analysis")
+    grid, labels = _device_paint(ctx, device)
     w = step_windows(ctx)
     keep = complete_mask(ctx)
     s, e = grid[:-1], grid[1:]

@@ -83,7 +83,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import covered_length, merge
@@ -152,18 +151,20 @@ class _Schedule:
 def _schedule(ctx: SignalContext) -> _Schedule:
     def build() -> _Schedule:
         from tracedoc.signals.attribution import kernel_ops
-        from tracedoc.signals.ledger import _runtime_classes
+        from tracedoc.signals.ledger import _runtime_classes, launching_threads
 
         t = ctx.trace
         g_all = gpu_events(ctx)
         dev = ctx.device
         on_dev = np.ones(len(g_all), dtype=bool)
+        device = None  # no described device ran the work: every device's
         if dev is not None and (g_all["device"] == dev.id).any():
             on_dev = (g_all["device"] == dev.id).to_numpy()
+            device = dev.id
         if not on_dev.any():
             raise SignalUnavailable("the trace has no GPU activity (a CPU-only trace)")
-        threads = set(pd.unique(g_all.loc[on_dev, "launch_thread"].dropna().to_numpy()))
-        if not threads:
+        threads = launching_threads(ctx, device)
+        if threads is None:
             raise SignalUnavailable("no GPU event is linked to the runtime call that launched it")
         rt = t.runtime
         cls = _runtime_classes(ctx)
