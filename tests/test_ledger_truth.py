@@ -291,3 +291,14 @@ def test_host_bound_frames_without_stacks_name_the_cpu_ops(tmp_path):
     assert f.estimated_saving_ms == pytest.approx(0.6)
     top = f.evidence["host_bound_frames"][0]
     assert top["frame"] == "my_preprocess" and top["ms_per_step"] == pytest.approx(0.6) and top["share"] == 1.0
+
+
+def test_the_dependency_note_names_the_api_never_the_traces_text(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0, 2000)
+    b.runtime("cudaStreamWaitEvent\x1b]0;pwned\x07::error::x", 100, 10)  # still a stream wait by name
+    b.kernel("consumer", 120, 1500, 100, stream=3)  # held back 125..1500: 69% of the step
+    r = tracedoc.analyze(b.write(tmp_path / "t.json"))
+    (note,) = [n for n in r.notes if "stream wait" in n]
+    assert "(cudaStreamWaitEvent at 0.100 ms)" in note
+    assert "\x1b" not in note and "::error" not in note and "pwned" not in note

@@ -85,57 +85,63 @@ def window_checks(ctx: SignalContext) -> tuple[list[str], str | None]:
     * A trace without ``ProfilerStep#N`` whose iterations were inferred from repeated
       ``Optimizer.step#`` annotations.
     """
-    from tracedoc.signals.ledger import dependency_waits, launches_without_gpu_event
-    from tracedoc.signals.steps import iterations_source, step_windows, steps_past_window_end
 
-    notes: list[str] = []
-    reason = None
-    trace = ctx.trace
-    if trace.has_gpu_activity:
-        led = ctx.try_get("idle_dependency_wait_ms")[0] or 0.0
-        step_ms = ctx.try_get("step_time_ms")[0] or 0.0
-        waits = dependency_waits(ctx)
-        outside = waits[(waits["producer"] < 0).to_numpy() & (waits["dependent"] >= 0).to_numpy()]
-        if len(outside) and step_ms > 0 and led >= DEPENDENCY_NOTE_SHARE * step_ms:
-            first = outside.iloc[0]
-            call = str(trace.runtime["name"].iloc[int(first["rt_pos"])])
-            notes.append(
-                f"The GPU waits {led:.1f} ms per step on work queued behind a stream wait ({call} at "
-                f"{first['ts_us'] / 1000:.3f} ms) whose event was recorded before the profiled window: the "
-                "window starts mid-step, and that wait is a dependency outside the window (dependency_wait), "
-                "not host-wait. Start the profile at an iteration boundary."
-            )
-        missing, n_issue = launches_without_gpu_event(ctx)
-        if n_issue:
-            share = missing / n_issue
-            if share > MISSING_LAUNCH_NOTE_SHARE:
+    def build() -> tuple[list[str], str | None]:
+        from tracedoc.signals.ledger import _STREAM_WAIT, dependency_waits, launches_without_gpu_event
+        from tracedoc.signals.steps import iterations_source, step_windows, steps_past_window_end
+
+        notes: list[str] = []
+        reason = None
+        trace = ctx.trace
+        if trace.has_gpu_activity:
+            led = ctx.try_get("idle_dependency_wait_ms")[0] or 0.0
+            step_ms = ctx.try_get("step_time_ms")[0] or 0.0
+            waits = dependency_waits(ctx)
+            outside = waits[(waits["producer"] < 0).to_numpy() & (waits["dependent"] >= 0).to_numpy()]
+            if len(outside) and step_ms > 0 and led >= DEPENDENCY_NOTE_SHARE * step_ms:
+                first = outside.iloc[0]
+                # the API name the call matched, never the trace's own text (it reaches terminals)
+                call = _STREAM_WAIT.match(str(trace.runtime["name"].iloc[int(first["rt_pos"])])).group(0)
                 notes.append(
-                    f"{missing:,} of {n_issue:,} launch calls ({share:.0%}) have no GPU event in the trace: "
-                    "that GPU work was not recorded, so the idle ledger counts its time as idle."
+                    f"The GPU waits {led:.1f} ms per step on work queued behind a stream wait ({call} at "
+                    f"{first['ts_us'] / 1000:.3f} ms) whose event was recorded before the profiled window: the "
+                    "window starts mid-step, and that wait is a dependency outside the window (dependency_wait), "
+                    "not host-wait. Start the profile at an iteration boundary."
                 )
-                if share > MISSING_LAUNCH_SUPPRESS_SHARE:
-                    reason = (
-                        f"most launch calls ({share:.0%}) have no GPU event recorded, so GPU idle time "
-                        "cannot be measured"
+            missing, n_issue = launches_without_gpu_event(ctx)
+            if n_issue:
+                share = missing / n_issue
+                if share > MISSING_LAUNCH_NOTE_SHARE:
+                    notes.append(
+                        f"{missing:,} of {n_issue:,} launch calls ({share:.0%}) have no GPU event in the trace: "
+                        "that GPU work was not recorded, so the idle ledger counts its time as idle."
                     )
-    past = steps_past_window_end(ctx)
-    if past.any():
-        w = step_windows(ctx)
-        numbers = ", ".join(str(int(n)) for n in w["step"].to_numpy()[past])
-        notes.append(
-            f"Step {numbers} runs past the end of recorded activity (the Record Window End instant at "
-            f"{ctx.trace.record_window_end_us / 1000:.3f} ms): part of it was not recorded, so it is left "
-            "out of every per-step figure."
-        )
-    src = iterations_source(ctx)
-    if src == "Optimizer.step":
-        n, _ = ctx.try_get("step_count")
-        notes.append(
-            "The trace has no ProfilerStep annotations: its iterations were inferred from repeated "
-            f"Optimizer.step annotations (each from the end of one optimizer step to the end of the next; "
-            f"{n if n is not None else '?'} counted), so per-step figures and per-iteration rules still apply."
-        )
-    return notes, reason
+                    if share > MISSING_LAUNCH_SUPPRESS_SHARE:
+                        reason = (
+                            f"most launch calls ({share:.0%}) have no GPU event recorded, so GPU idle time "
+                            "cannot be measured"
+                        )
+        past = steps_past_window_end(ctx)
+        if past.any():
+            w = step_windows(ctx)
+            numbers = ", ".join(str(int(n)) for n in w["step"].to_numpy()[past])
+            notes.append(
+                f"Step {numbers} runs past the end of recorded activity (the Record Window End instant at "
+                f"{ctx.trace.record_window_end_us / 1000:.3f} ms): part of it was not recorded, so it is left "
+                "out of every per-step figure."
+            )
+        src = iterations_source(ctx)
+        if src == "Optimizer.step":
+            n, _ = ctx.try_get("step_count")
+            notes.append(
+                "The trace has no ProfilerStep annotations: its iterations were inferred from repeated "
+                f"Optimizer.step annotations (each from the end of one optimizer step to the end of the next; "
+                f"{n if n is not None else '?'} counted), so per-step figures and per-iteration rules still apply."
+            )
+        return notes, reason
+
+    notes, reason = ctx.cached("window_checks", build)  # report_notes and analyze_trace both ask
+    return list(notes), reason
 
 
 def report_notes(ctx: SignalContext) -> list[str]:
