@@ -672,7 +672,8 @@ def compare(before: Side, after: Side) -> DiffResult:
         statistics.median(ta) if ta else None,
         change_se_ms(tb, ta),
     )
-    fa_by_code = {f["code"]: f for f in a.get("findings", [])}
+    ranked_after = {f["code"]: f for f in a.get("findings", [])}
+    fa_by_code = dict(ranked_after)
     # a rule whose condition still holds but is listed as also true (schema 2) is not resolved
     for x in a.get("also_true") or []:
         if isinstance(x, dict) and x.get("code") not in fa_by_code:
@@ -699,7 +700,7 @@ def compare(before: Side, after: Side) -> DiffResult:
         (changed if _moved(f, later) else persisting).append(row)
     ranked_before = {f["code"] for f in b.get("findings", [])}
     for x in b.get("also_true") or []:  # also true before, ranked after: its saving grew
-        later = {f["code"]: f for f in a.get("findings", [])}.get(x.get("code")) if isinstance(x, dict) else None
+        later = ranked_after.get(x.get("code")) if isinstance(x, dict) else None
         if later is None or x.get("code") in ranked_before:
             continue
         changed.append(
