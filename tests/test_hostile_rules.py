@@ -67,6 +67,9 @@ def run(*args, timeout=120):
         ({"tests": 3}, "tests", "array of tables"),
         ({"fix": "just do it"}, "fix", "must be a dict"),
         ({"condition": 1}, "condition", "must be a str"),
+        ({"fix": {"summary": "f", "safety": "safe", "replay": "make_it_fast"}}, "fix.replay", "is not one of"),
+        ({"fix": {"summary": "f", "safety": "safe", "replay": "\x1b[2J" * 400}}, "fix.replay", "is not one of"),
+        ({"fix": {"summary": "f", "safety": "safe", "replay": ["foreach"]}}, "fix.replay", "is not one of"),
     ],
 )
 def test_bad_rule_named_with_its_field(over, field, problem):

@@ -9,6 +9,7 @@ import json
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import real_trace
 from tracebuilder import TraceBuilder, dataloader_bound
@@ -124,3 +125,164 @@ def test_analyze_api_reports_the_replay_in_the_evidence(tmp_path):
     (f,) = r.findings
     assert f.evidence["tensor_core_replay_saving_ms"] == pytest.approx(f.estimated_saving_ms, abs=1e-3)
     assert f.evidence["tc_eligible_non_tc_ms"] == pytest.approx(0.9)
+
+
+# ---------------------------------------------------------------- fixes as replays, the critical path
+def _optimizer_step() -> TraceBuilder:
+    """A host-bound step: a GEMM launched at 5, then optimizer.step() holds the CPU 100..700 and
+    launches one kernel at 600; the CPU runs to 1000."""
+    b = TraceBuilder()
+    b.step(1, 0, 1000)
+    b.op("aten::mm", 0, 20)
+    b.kernel("volta_sgemm_128x64_nn", 5, 20, 100)  # launch 5..10, runs 20..120
+    b.op("Optimizer.step#SGD.step", 100, 600, cat="user_annotation")
+    b.kernel("elementwise_kernel", 600, 620, 20)  # launch 600..605, runs 620..640
+    return b
+
+
+def test_foreach_replay_removes_the_optimizer_host_time_on_a_host_bound_step(tmp_path):
+    c = ctx_of(_optimizer_step(), tmp_path)
+    assert SM.replay_steps_us(c)[0] == pytest.approx(1000)
+    # inside Optimizer.step [100, 700): 500 of the gap before the launch at 600, the launch's
+    # 5 and 95 of the tail keep FOREACH_HOST_FACTOR; the GPU work ends long before the CPU
+    f = SM.FOREACH_HOST_FACTOR
+    assert SM.replay_saving_ms(c, ["foreach"]) == pytest.approx(600 * (1 - f) / 1000)
+    # the GPU is idle most of the step: faster kernels save nothing
+    assert SM.replay_saving_ms(c, ["tensor_cores"]) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_critical_path_of_a_host_bound_step(tmp_path):
+    c = ctx_of(_optimizer_step(), tmp_path)
+    cp = SM.critical_path_ms(c)
+    # by hand (module docstring): the CPU end's tail [605, 1000) is 95 optimizer + 300 other; the
+    # second launch contributes 595 (its call 5, then [10, 600): 500 optimizer, 10 in aten::mm, 80
+    # other); the first 10 (its call 5 and [0, 5) inside aten::mm, a launching op)
+    assert cp["optimizer_step"] == pytest.approx(0.595)
+    assert cp["launch_overhead"] == pytest.approx(0.025)
+    assert cp["other_cpu"] == pytest.approx(0.380)
+    assert sum(cp.values()) == pytest.approx(1.0)
+    assert c.get("critical_path_host_share") == pytest.approx(1.0)
+    assert c.get("critical_path_optimizer_step_ms") == pytest.approx(0.595)
+
+
+def test_critical_path_of_a_device_bound_step_runs_through_the_kernel(tmp_path):
+    c = ctx_of(_gemm_step(sync=True), tmp_path)
+    cp = SM.critical_path_ms(c)
+    # tail [925, 1000) 75 other CPU; the sync's wait 5 after the kernel; the kernel 900 and its
+    # latency 10; the launch 10 (call 5, [0, 5) inside aten::mm)
+    assert cp["other_cpu"] == pytest.approx(0.075)
+    assert cp["sync"] == pytest.approx(0.005)
+    assert cp["compute"] == pytest.approx(0.900)
+    assert cp["gpu_wait"] == pytest.approx(0.010)
+    assert cp["launch_overhead"] == pytest.approx(0.010)
+    assert c.get("critical_path_device_share") == pytest.approx(0.910)
+    # the sync removed: the CPU no longer waits; the step ends with the kernel at 920
+    assert SM.replay_saving_ms(c, ["no_sync"]) == pytest.approx(0.080)
+
+
+def _overlapped_comm(dependency: bool) -> TraceBuilder:
+    """An all-reduce 20..1520 on stream 7; a GEMM on stream 9 launched at 20 runs 1520..1620,
+    after it, through an event record (12) and a stream wait (15) when ``dependency``."""
+    b = TraceBuilder()
+    b.step(1, 0, 1000)
+    b.op("record_param_comms", 0, 12)
+    b.kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 5, 20, 1500, stream=7)
+    if dependency:
+        b.runtime("cudaEventRecord", 12, 2)
+        b.runtime("cudaStreamWaitEvent", 15, 2)
+    b.op("aten::mm", 18, 10)
+    b.kernel("volta_sgemm_128x64_nn", 20, 1520, 100, stream=9)
+    return b
+
+
+def test_the_stream_wait_is_an_edge_so_overlapping_the_all_reduce_frees_the_gemm(tmp_path):
+    c = ctx_of(_overlapped_comm(dependency=True), tmp_path)
+    assert SM.replay_steps_us(c)[0] == pytest.approx(1620)
+    # the all-reduce takes no time: the GEMM starts once launched (25) and ends at 125; the CPU
+    # runs to 1000
+    assert SM.replay_saving_ms(c, ["overlap_communication"]) == pytest.approx(0.620)
+    cp = SM.critical_path_ms(c)
+    assert cp["communication"] == pytest.approx(1.500) and cp["compute"] == pytest.approx(0.100)
+    # without the wait the schedule cannot tell why the GEMM started at 1520: it keeps that as latency
+    (tmp_path / "nodep").mkdir()
+    c2 = ctx_of(_overlapped_comm(dependency=False), tmp_path / "nodep")
+    assert SM.replay_saving_ms(c2, ["overlap_communication"]) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_kernels_of_a_cuda_graph_launch_are_on_the_path(tmp_path):
+    """HTA's gap (HolisticTraceAnalysis#290): kernels launched through cudaGraphLaunch get no
+    launch edge there. Here they link by correlation like any launch."""
+    b = TraceBuilder()
+    b.step(1, 0, 100)
+    corr = b._launch("cudaGraphLaunch", 5, 10)
+    for k, start in enumerate((30, 130, 230)):
+        b.events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"graph_kernel_{k}",
+                "pid": 0,
+                "tid": "stream 7",
+                "ts": b.base + start,
+                "dur": 100,
+                "args": {"device": 0, "stream": 7, "correlation": corr},
+            }
+        )
+    c = ctx_of(b, tmp_path)
+    assert SM.replay_steps_us(c)[0] == pytest.approx(330)
+    cp = SM.critical_path_ms(c)
+    # the three kernels 300, the first one's latency 15 (30 - 15), the launch 15 (call 10, 5 before it)
+    assert cp["compute"] == pytest.approx(0.300) and cp["gpu_wait"] == pytest.approx(0.015)
+    assert cp["launch_overhead"] == pytest.approx(0.010) and cp["other_cpu"] == pytest.approx(0.005)
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_the_critical_path_adds_up_to_the_replayed_step(name):
+    t = load(real_trace(name))
+    if not t.has_gpu_activity:
+        return
+    c = SignalContext(t)
+    base = SM.replay_steps_us(c)
+    m = SM.complete_mask(c) & ~np.isnan(base)
+    assert sum(SM.critical_path_ms(c).values()) == pytest.approx(base[m].mean() / 1000, rel=1e-6)
+    host, dev = c.get("critical_path_host_share"), c.get("critical_path_device_share")
+    assert host + dev == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_the_headline_is_the_combined_replay_never_a_sum(name):
+    r = report(name)
+    if r.recoverable is None:
+        assert not any(f.replayed_saving_ms is not None for f in r.findings)
+        return
+    from tracedoc.report.render import recoverable_ms
+
+    fixes = [f.fix.replay for f in r.findings if f.replayed_saving_ms is not None]
+    combined = SM.replay_saving_ms(SignalContext(load(real_trace(name))), fixes)
+    assert recoverable_ms(r) == pytest.approx(combined, abs=1e-3)
+    assert r.recoverable["findings"] == [f.code for f in r.findings if f.replayed_saving_ms is not None]
+
+
+def test_combining_fixes_keeps_the_smaller_factor_and_the_larger_ratio():
+    a = SM.WhatIf(cpu_scale=(("dataloader", 0.0), ("optimizer_step", 0.5)), tensor_core_ratio=2.0)
+    b = SM.WhatIf(cpu_scale=(("optimizer_step", 0.1),), cpu_factor=1.19, no_wait=frozenset({"sync"}))
+    both = a.combine(b)
+    assert dict(both.cpu_scale) == {"dataloader": 0.0, "optimizer_step": 0.1}
+    assert both.cpu_factor == 1.19 and both.tensor_core_ratio == 2.0 and both.no_wait == {"sync"}
+    with pytest.raises(ValueError, match="unknown what-if"):
+        SM.WhatIf(cpu_scale=(("nowhere", 0.0),))
+
+
+def test_overlapping_launch_calls_of_two_threads_count_their_shared_time_once(tmp_path):
+    """Two launching threads merged into one CPU timeline: a call on thread 2 (60..160) overlaps
+    the call on thread 1 (10..110); only its part after 110 is CPU time the step adds."""
+    b = TraceBuilder()
+    b.step(1, 0, 300)
+    b.kernel("volta_sgemm_128x64_nn", 10, 120, 10, launch_dur=100)  # thread 1: call 10..110
+    b.tid = 2
+    b.kernel("volta_sgemm_128x64_nn", 60, 170, 10, launch_dur=100)  # thread 2: call 60..160
+    c = ctx_of(b, tmp_path)
+    # c: 10 + 100 = 110, then 50 more (110..160); kernels 120..130 and 170..180 (latency 10 each);
+    # the tail 160..300: the replayed step is the observed 300 (counting the overlap twice: 350)
+    assert SM.replay_steps_us(c)[0] == pytest.approx(300)
+    assert c.get("replay_error_ms") == pytest.approx(0.0, abs=1e-9)

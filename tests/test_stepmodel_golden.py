@@ -17,7 +17,7 @@ import pytest
 
 from tracedoc.load import load
 from tracedoc.signals import SignalContext
-from tracedoc.signals.stepmodel import WhatIf, replay_steps_us
+from tracedoc.signals.stepmodel import FIXES, critical_path_ms, fix_whatif, replay_saving_ms, replay_steps_us
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "replay_figures.json").read_text())["traces"]
@@ -27,7 +27,11 @@ SIGNALS = (
     "dataloader_replay_saving_ms",
     "dataloader_replay_saving_low_ms",
     "tensor_core_replay_saving_ms",
+    "tensor_core_kernel_saving_ms",
+    "critical_path_host_share",
+    "critical_path_device_share",
 )
+KEYS = ("baseline", "combined", *FIXES)
 
 
 @functools.cache
@@ -41,21 +45,29 @@ def test_every_gpu_fixture_has_figures():
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
-@pytest.mark.parametrize("what", ["baseline", "dataloader", "dataloader_low", "tensor_cores"])
-def test_replayed_step_windows_match_the_rederivation(name, what):
+@pytest.mark.parametrize("key", KEYS)
+def test_replayed_step_windows_match_the_rederivation(name, key):
     fig = GOLDEN[name]
-    ours = replay_steps_us(ctx(name), WhatIf(**fig["whatif"][what]))
-    theirs = fig["per_step_us"][what]
+    names = fig["fix_names"][key]
+    ours = replay_steps_us(ctx(name), fix_whatif(ctx(name), names))
+    theirs = fig["per_step_us"][key]
     assert len(ours) == len(theirs)
     for k, (a, b) in enumerate(zip(ours.tolist(), theirs, strict=True)):
         if b is None:
             assert math.isnan(a), (k, a)
         else:
-            assert a == pytest.approx(b, abs=TOL_US), (what, k)
+            assert a == pytest.approx(b, abs=TOL_US), (key, k)
+    if key != "baseline":
+        assert replay_saving_ms(ctx(name), names) == pytest.approx(fig["signals"]["saving_ms"][key], abs=0.1)
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
-def test_signals_match_the_rederivation(name):
+def test_signals_and_critical_path_match_the_rederivation(name):
     c = ctx(name)
     for s in SIGNALS:
-        assert c.get(s) == pytest.approx(GOLDEN[name]["signals"][s], abs=0.1), s
+        assert c.get(s) == pytest.approx(GOLDEN[name]["signals"][s], abs=0.1 if s.endswith("_ms") else 1e-3), s
+    theirs = GOLDEN[name]["signals"]["critical_path_ms"]
+    ours = critical_path_ms(c)
+    assert set(ours) == set(theirs)
+    for cause, v in theirs.items():
+        assert ours[cause] == pytest.approx(v, abs=0.1), cause

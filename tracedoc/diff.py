@@ -358,6 +358,20 @@ def _claim_ms(signals: dict[str, Any], claim: str) -> float | None:
     return None
 
 
+#: A predicted range meets a measured value that lies in it widened by this share at each end
+#: (issue "A model of the step": ``[low * (1 - w), high * (1 + w)]``).
+RANGE_WIDENING = 0.25
+
+
+def _meets_range(low: float | None, high: float | None, measured: float | None) -> bool | None:
+    """Whether ``measured`` lies in ``[low, high]`` widened by :data:`RANGE_WIDENING`; a single
+    prediction is the range ``[high, high]``. None when either side is unknown."""
+    if high is None or measured is None:
+        return None
+    lo = high if low is None else min(low, high)
+    return lo * (1 - RANGE_WIDENING) <= measured <= high * (1 + RANGE_WIDENING)
+
+
 def _own_slice(finding: dict[str, Any], b: dict[str, Any], a: dict[str, Any], pred: float | None) -> dict[str, Any]:
     claims = finding.get("claims")
     claim = claims[0] if isinstance(claims, list) and claims and isinstance(claims[0], str) else None
@@ -595,7 +609,12 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
     Returns:
         one dict per finding, in ``before``'s rank order: ``code``, ``name``, ``severity``,
         ``status`` (``"resolved"`` when the rule no longer fires after, else
-        ``"persisting"``), ``predicted_saving_ms`` (its ``estimated_saving_ms`` before),
+        ``"persisting"``), ``predicted_saving_ms`` (its ``estimated_saving_ms`` before: the
+        step model's replayed saving where the rule declares a replay), ``predicted_slice_ms``
+        (the granted slice beside the replay, the upper bound; None without a replay),
+        ``predicted_low_ms`` (the low end of the replayed range, where the fix has one),
+        ``meets_range`` (the median-step change lies in ``[low, predicted]`` widened by 25%
+        at each end, :data:`RANGE_WIDENING`),
         ``measured_saving_ms`` (step time before - after, ms; mean over complete steps),
         ``measured_saving_se_ms`` (its standard error, :func:`change_se_ms`),
         ``ratio`` (predicted / measured, None when measured is 0 or unknown),
@@ -633,6 +652,8 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
             "severity": f.get("severity"),
             "status": "persisting" if later is not None else "resolved",
             "predicted_saving_ms": _round(pred),
+            "predicted_slice_ms": _round(_num(f.get("slice_saving_ms"))),
+            "predicted_low_ms": _round(_num(f.get("replayed_low_ms"))),
             "measured_saving_ms": _round(measured),
             "measured_saving_se_ms": _round(se),
             "ratio": _round(_ratio(pred, measured), 4),
@@ -643,6 +664,7 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
             "saving_basis": f.get("saving_basis"),
             "estimated_saving_after_ms": _round(_num(later.get("estimated_saving_ms"))) if later else None,
         }
+        row["meets_range"] = _meets_range(row["predicted_low_ms"], pred, measured_med)
         row.update(_own_slice(f, b, a, pred))
         row["offset_ms"], row["offset_by"] = _offset(row, parts)
         out.append(row)

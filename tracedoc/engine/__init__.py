@@ -44,9 +44,11 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
     """Evaluate ``rules`` on a signal context; returns (ranked findings, skipped rules).
 
     Savings are granted from the ledger slices each rule claims
-    (:func:`tracedoc.engine.claims.grant_savings`), so they add up to at most the step.
+    (:func:`tracedoc.engine.claims.grant_savings`), so they add up to at most the step; a
+    rule that declares ``[fix] replay`` then gets the step model's replayed saving instead,
+    its slice beside it (:func:`tracedoc.engine.claims.apply_replays`).
     """
-    from tracedoc.engine.claims import grant_savings
+    from tracedoc.engine.claims import apply_replays, grant_savings
 
     findings, skipped = [], []
     for rule in rules:
@@ -56,6 +58,7 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
         elif isinstance(out, Skipped):
             skipped.append(out)
     grant_savings(findings, ctx.get)
+    apply_replays(findings, ctx)
     return rank_findings(findings), skipped
 
 
@@ -148,6 +151,11 @@ def report_notes(ctx: SignalContext) -> list[str]:
     """Caveats that change how the whole report reads (e.g. a window dominated by start-up),
     the :func:`window_checks` notes included."""
     notes = list(window_checks(ctx)[0])
+    from tracedoc.engine.claims import replay_trusted
+
+    _, untrusted = replay_trusted(ctx)
+    if untrusted:
+        notes.append(untrusted)
     share, _ = ctx.try_get("startup_share")
     if share is not None and share > 0.5:
         notes.append(
@@ -237,6 +245,9 @@ def analyze_trace(
         else:
             signals[name] = None
             unavailable[name] = reason
+    from tracedoc.engine.claims import combined_replay
+
+    combined = combined_replay(findings, ctx)
     per_step, _ = ctx.try_get("step_breakdown")
     ledger = stored["idle_ledger"] if stored is not None else idle_ledger(ctx)
     if signal_store is not None and stored is None:
@@ -255,7 +266,17 @@ def analyze_trace(
         also_true=also,
         notes=report_notes(ctx),
         rules_evaluated=[r.code for r in rules],
+        recoverable=_recoverable(combined, findings),
     )
+
+
+def _recoverable(combined: tuple[float, list[str]] | None, findings: list[Finding]) -> dict[str, Any] | None:
+    """The report's ``recoverable`` section (see :mod:`tracedoc.report.model`)."""
+    if combined is None:
+        return None
+    ms, codes = combined
+    rest = [f.code for f in findings if f.code not in codes and f.estimated_saving_ms is not None]
+    return {"ms": ms, "basis": "replay", "findings": codes, "not_replayed": rest}
 
 
 def analyze(

@@ -11,7 +11,8 @@ A rule file holds::
     estimated_saving_ms = "dataloader_ms"          # expression, ms per step
     saving_basis = "how the saving is estimated"
     evidence = ["dataloader_ms", ...]              # signals (scalars or tables) to attach
-    [fix]      summary, safety ("safe" | "unsafe" | "display-only"), knobs = [...]
+    [fix]      summary, safety ("safe" | "unsafe" | "display-only"), knobs = [...],
+               replay = "<fix>"   # optional: a step-model fix (tracedoc.signals.stepmodel.FIXES)
     [docs]     what, why, example, fix, safety
     [[tests]]  expect = "fire" | "pass" | "skip", signals = {...}, unavailable = [...]
 
@@ -79,9 +80,12 @@ class Fix:
     summary: str
     safety: str
     knobs: tuple[str, ...] = ()
+    #: the step model's name for this fix (:data:`tracedoc.signals.stepmodel.FIXES`): the
+    #: engine replays the step with it to estimate the saving (None: no replay)
+    replay: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"summary": self.summary, "safety": self.safety, "knobs": list(self.knobs)}
+        return {"summary": self.summary, "safety": self.safety, "knobs": list(self.knobs), "replay": self.replay}
 
 
 @dataclass
@@ -103,6 +107,15 @@ class Finding:
     #: codes of the findings that were granted this finding's slices first, when the engine
     #: capped its saving (empty otherwise)
     overlaps: tuple[str, ...] = ()
+    #: the step model's saving for the rule's ``[fix] replay`` (ms per step; None: the rule
+    #: declares no replay or the trace cannot be replayed); when set it is the estimate
+    replayed_saving_ms: float | None = None
+    #: the rule's own estimate as granted from its claimed slices (ms per step): beside a
+    #: replayed saving, the slice-based upper bound
+    slice_saving_ms: float | None = None
+    #: the low end of the replayed saving's range, where the fix has one (a ``<replay>_low``
+    #: fix of :data:`tracedoc.signals.stepmodel.FIXES`: DataLoader workers slow the host)
+    replayed_low_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,6 +127,9 @@ class Finding:
             "saving_basis": self.saving_basis,
             "claims": list(self.claims),
             "uncapped_saving_ms": self.uncapped_saving_ms,
+            "replayed_saving_ms": self.replayed_saving_ms,
+            "slice_saving_ms": self.slice_saving_ms,
+            "replayed_low_ms": self.replayed_low_ms,
             "evidence": self.evidence,
             "fix": self.fix.to_dict(),
         }
@@ -322,7 +338,14 @@ def parse_rule(data: dict[str, Any], src: str) -> Rule:
     safety = _req(fix_d, "safety", str, src + " [fix]")
     if safety not in SAFETY_LEVELS:
         raise RuleError(f"{src}: fix.safety must be one of {', '.join(SAFETY_LEVELS)}")
-    fix = Fix(_req(fix_d, "summary", str, src + " [fix]"), safety, _str_list(fix_d, "knobs", src, "fix."))
+    replay = fix_d.get("replay")
+    if replay is not None:
+        from tracedoc.signals.stepmodel import FIXES
+
+        if not isinstance(replay, str) or replay not in FIXES:
+            shown = replay[:40] if isinstance(replay, str) else type(replay).__name__
+            raise RuleError(f"{src}: fix.replay {shown!r} is not one of {', '.join(FIXES)}")
+    fix = Fix(_req(fix_d, "summary", str, src + " [fix]"), safety, _str_list(fix_d, "knobs", src, "fix."), replay)
     docs = data.get("docs", {})
     if not isinstance(docs, dict):
         raise RuleError(f"{src}: 'docs' must be a table")

@@ -91,7 +91,9 @@ class TrialRecord:
     (of the profiled run's repeats for the baseline and failed trials);
     ``samples_per_s_repeats`` are the values they are the median of. ``ab`` holds both
     sides of the A/B rounds (samples/s and step ms per round, median, CV).
-    ``predicted_saving_ms`` is the finding's ``estimated_saving_ms`` (per incumbent step);
+    ``predicted_saving_ms`` is the finding's ``estimated_saving_ms`` (per incumbent step: the
+    step model's replayed saving where the rule declares a replay, its slice and range beside
+    it in ``predicted_slice_ms`` / ``predicted_low_ms``);
     ``measured_saving_ms`` is the incumbent's step time minus the candidate's, both from
     the A/B rounds, the candidate's scaled to the incumbent's batch size
     (:func:`tracedoc.fixloop.summary.predicted_vs_measured`). ``extra_changes`` are the
@@ -135,6 +137,10 @@ class TrialRecord:
     #: the time base of ``measured_saving_ms``, first-order (it takes the profiler's
     #: overhead as spread evenly over the step)
     predicted_saving_timed_ms: float | None = None
+    #: beside a replayed prediction (the step model's, :mod:`tracedoc.signals.stepmodel`): the
+    #: finding's granted slice, its upper bound, and the low end of the replayed range
+    predicted_slice_ms: float | None = None
+    predicted_low_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -353,6 +359,8 @@ class FixLoop:
         record.knob, record.old_value, record.new_value = proposal.knob.name, proposal.old, proposal.new
         record.finding = _finding_brief(proposal.finding)
         record.predicted_saving_ms = proposal.finding.get("estimated_saving_ms")
+        record.predicted_slice_ms = proposal.finding.get("slice_saving_ms")
+        record.predicted_low_ms = proposal.finding.get("replayed_low_ms")
         record.extra_changes = {k: [old, new] for k, old, new in proposal.extra}
         record.followup_finding = _finding_brief(proposal.followup) if proposal.followup else None
 

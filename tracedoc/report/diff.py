@@ -35,6 +35,17 @@ def _se(v: float | None) -> str:
     return "" if v is None else f" ± {v:.1f}"
 
 
+def predicted_cell(r: dict[str, Any]) -> str:
+    """The predicted saving of a resolved row: the replayed saving (with its range's low end
+    where it has one) and the slice beside it, e.g. ``58.9 (50.0-58.9; slice 58.7)``; just the
+    saving when the finding was not replayed."""
+    pred, low, sl = r.get("predicted_saving_ms"), r.get("predicted_low_ms"), r.get("predicted_slice_ms")
+    if pred is None or sl is None:
+        return _ms(pred)
+    span = f"{_ms(low)}-{_ms(pred)}; " if low is not None and low < pred else ""
+    return f"{_ms(pred)} ({span}slice {_ms(sl)})"
+
+
 def offset_sentence(r: dict[str, Any]) -> str | None:
     """Plain text: how a resolved finding's own slice moved and what else grew, or None when
     there is nothing to say (no slice measured); the parts that grew are named when the rest of
@@ -113,7 +124,7 @@ class MarkdownDiffRenderer:
             ]
             for r in d["resolved"]:
                 lines.append(
-                    f"| {r['code']} `{r['name']}` | {_ms(r['predicted_saving_ms'])} "
+                    f"| {r['code']} `{r['name']}` | {predicted_cell(r)} "
                     f"| {_ms(r.get('measured_slice_saving_ms'))} | {_ratio(r.get('ratio_slice'))} "
                     f"| {_ms(r['measured_saving_ms'])} | {_ratio(r['ratio'])} "
                     f"| {_ms(r['measured_saving_median_ms'])} | {_ratio(r['ratio_median'])} |"
@@ -203,14 +214,15 @@ class TextDiffRenderer:
             for r in d["resolved"]:
                 t.add_row(
                     f"{_e(r['code'])} {_e(r['name'])}",
-                    _ms(r["predicted_saving_ms"]),
+                    predicted_cell(r),
                     cell(r.get("measured_slice_saving_ms"), r.get("ratio_slice")),
                     cell(r["measured_saving_ms"], r["ratio"], r.get("measured_saving_se_ms")),
                     cell(r["measured_saving_median_ms"], r["ratio_median"]),
                 )
             c.print(t)
             c.print(
-                "  [dim]slice fell = the finding's own slice of the step (its first claim), before - after; "
+                "  [dim]predicted = the step model's replayed saving (its range; the slice, the upper bound); "
+                "slice fell = the finding's own slice of the step (its first claim), before - after; "
                 "step fell = step time before - after (mean of complete steps ± its standard error; median "
                 "step beside it); (ratio) = predicted / measured[/]"
             )

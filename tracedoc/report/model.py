@@ -20,10 +20,14 @@ else bumps it. Version 2 replaced ``below_floor`` with ``also_true``)::
      "also_true": [{"code", "name", "overlaps", "why", "estimated_saving_ms", "uncapped_saving_ms"}],
                    # rules whose condition holds but that are not ranked: "overlaps" names the
                    # finding that claims their time first, "below floor", or "window"
-     "notes": [str]}
+     "notes": [str],
+     "recoverable": {"ms", "basis": "replay", "findings": [code], "not_replayed": [code]} | null}
+                   # the headline: every replayed fix together in the step model (never a sum)
 
-Findings also carry ``claims`` (the ledger slices their saving is granted from) and
-``uncapped_saving_ms`` (the rule's own estimate when the engine capped it).
+Findings also carry ``claims`` (the ledger slices their saving is granted from),
+``uncapped_saving_ms`` (the rule's own estimate when the engine capped it),
+``replayed_saving_ms`` (the step model's saving of the rule's ``[fix] replay``; when set it is
+``estimated_saving_ms``) and ``slice_saving_ms`` (the granted slice, the upper bound beside it).
 """
 
 from __future__ import annotations
@@ -96,6 +100,10 @@ class Report:
     also_true: list[AlsoTrue] = field(default_factory=list)
     #: caveats about the whole report (e.g. a window dominated by start-up work)
     notes: list[str] = field(default_factory=list)
+    #: the headline: ``{"ms", "basis": "replay", "findings", "not_replayed"}``, the step model's
+    #: saving of every replayed finding's fix together (ms per step); None when nothing was
+    #: replayed (a CPU-only trace): the headline is then the sum of the granted slices
+    recoverable: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         from tracedoc.report.render import summary_line
@@ -159,4 +167,5 @@ class Report:
             "idle_ledger": self.idle_ledger,
             "also_true": [a.to_dict() for a in self.also_true],
             "notes": self.notes,
+            "recoverable": self.recoverable,
         }

@@ -199,6 +199,16 @@ def fix_text(finding: Any) -> str:
     return text
 
 
+def replay_line(f: Any) -> str:
+    """One line on a replayed finding's saving, e.g. ``saving replayed by the step model: 58.9 ms
+    per step (range 50.0-58.9); its slice, the upper bound: 58.7 ms`` (no trace text in it)."""
+    rng = ""
+    if f.replayed_low_ms is not None and f.replayed_low_ms < f.replayed_saving_ms:
+        rng = f" (range {f.replayed_low_ms:.1f}-{f.replayed_saving_ms:.1f})"
+    sl = "" if f.slice_saving_ms is None else f"; its slice, the upper bound: {f.slice_saving_ms:.1f} ms"
+    return f"saving replayed by the step model ({f.fix.replay}): {f.replayed_saving_ms:.1f} ms per step{rng}{sl}"
+
+
 def severity_counts(findings: list[Any]) -> dict[str, int]:
     """``{"error": n, "warning": n, "info": n}`` over ``findings``."""
     counts = dict.fromkeys(SEVERITIES_DESC, 0)
@@ -208,8 +218,13 @@ def severity_counts(findings: list[Any]) -> dict[str, int]:
 
 
 def recoverable_ms(report: Report) -> float:
-    """The sum of the findings' estimated savings, ms per step, capped at the step time
-    (findings claim disjoint slices of the step: DESIGN.md, "the idle ledger")."""
+    """The headline, ms per step: the step model's replay of every replayed finding's fix
+    together (``report.recoverable``), never more than it; on a trace the model cannot replay,
+    the sum of the findings' granted savings, capped at the step time (findings claim disjoint
+    slices of the step: DESIGN.md, "the idle ledger")."""
+    rec = getattr(report, "recoverable", None)
+    if rec is not None:
+        return float(rec["ms"])
     total = sum(f.estimated_saving_ms or 0.0 for f in report.findings)
     step = report.signals.get("step_time_ms")
     return min(total, step) if isinstance(step, (int, float)) and step > 0 else total
@@ -217,7 +232,9 @@ def recoverable_ms(report: Report) -> float:
 
 def summary_line(report: Report, width: int | None = None) -> str:
     """The closing line of every format, e.g.
-    ``4 findings (1 error, 2 warnings, 1 info); ~99.6 ms of a 177.6 ms step (56%) recoverable``.
+    ``4 findings (1 error, 2 warnings, 1 info); ~99.6 ms of a 177.6 ms step (56%) recoverable``
+    (the headline, :func:`recoverable_ms`; findings the step model did not replay are counted
+    after it, their savings not in it).
 
     With ``width`` (a terminal's columns) a line that would not fit says the same more
     briefly (``...; ~99.6 ms/step (56%) recoverable``) so it stays one line."""
@@ -236,8 +253,11 @@ def summary_line(report: Report, width: int | None = None) -> str:
         saved = recoverable_ms(report)
         step = report.signals.get("step_time_ms")
         if any(f.estimated_saving_ms is not None for f in report.findings):
+            rec = getattr(report, "recoverable", None)
+            rest = len(rec["not_replayed"]) if rec else 0
+            tail = f" (fixes replayed together; {plural(rest, 'finding')} not replayed)" if rest else ""
             if isinstance(step, (int, float)) and step > 0:
-                full = f"{out}; ~{saved:.1f} ms of a {step:.1f} ms step ({saved / step:.0%}) recoverable"
+                full = f"{out}; ~{saved:.1f} ms of a {step:.1f} ms step ({saved / step:.0%}) recoverable{tail}"
                 brief = f"{out}; ~{saved:.1f} ms/step ({saved / step:.0%}) recoverable"
                 out = full if width is None or len(full) <= width else brief
             else:
@@ -311,6 +331,8 @@ class MarkdownRenderer:
         for i, f in enumerate(report.findings, 1):
             saving = "n/a" if f.estimated_saving_ms is None else f"{f.estimated_saving_ms:.1f} ms/step"
             lines += [f"### {i}. {f.code} `{f.name}` ({f.severity}, est. saving {saving})", "", f.message, ""]
+            if f.replayed_saving_ms is not None:
+                lines += [replay_line(f), ""]
             scalars = {k: v for k, v in f.evidence.items() if not isinstance(v, list)}
             if scalars:
                 lines += ["Evidence:", ""]
@@ -495,6 +517,8 @@ class ConsoleRenderer:
         )
         inner = width - 4  # border and padding
         parts: list[Any] = [Text(f.message)]
+        if f.replayed_saving_ms is not None:
+            parts.append(Text(replay_line(f), style="dim"))
         scalars = {k: v for k, v in f.evidence.items() if not isinstance(v, list)}
         if scalars:
             parts.append(

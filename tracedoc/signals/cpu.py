@@ -126,9 +126,9 @@ def cpu_oversubscription_ratio(ctx: SignalContext) -> float:
 def dataloader_saving_ms(ctx: SignalContext) -> float:
     """What moving the DataLoader's work into worker processes can save per step, ms.
 
-    * A trace with GPU activity: the step model's replay with the DataLoader time removed
-      (:func:`tracedoc.signals.stepmodel.dataloader_replay_saving_ms`, its high end: no
-      contention), or ``dataloader_ms`` when the model cannot replay the trace.
+    * A trace with GPU activity: ``dataloader_ms``, the upper bound (the engine grants it
+      from the idle ledger's DataLoader slice, then replaces it with the step model's replay,
+      :func:`tracedoc.signals.stepmodel.dataloader_replay_saving_ms`, where the model runs).
     * A CPU-only trace without ``tracedoc_host`` core and thread counts, or one whose loader
       already has workers (its DataLoader time is waiting, not work): ``dataloader_ms``.
       The stall leaves the step and the rest stays (an upper bound).
@@ -151,8 +151,7 @@ def dataloader_saving_ms(ctx: SignalContext) -> float:
     """
     d = float(ctx.get("dataloader_ms"))
     if ctx.trace.has_gpu_activity:
-        replayed, _ = ctx.try_get("dataloader_replay_saving_ms")
-        return d if replayed is None else float(replayed)
+        return d
     try:
         cores, threads, workers = cpu_cores(ctx), intra_op_threads(ctx), dataloader_workers(ctx)
     except SignalUnavailable:

@@ -1,11 +1,13 @@
-"""The step model: each complete step replayed from its events, and fixes replayed on it.
+"""The step model: each complete step replayed from its events, its critical path, and fixes
+replayed on it.
 
 Slices of the idle ledger say where idle time went; they cannot say what a fix saves. On a
 step the host holds, a faster GPU saves nothing; on a step the GPU holds, a host fix saves
-nothing. The model replays each step as a schedule of CPU work and GPU work and answers
-"what if" by replaying it with the fix applied (the method of Daydream: Zhu, Phanishayee,
-Pekhimenko, "Daydream: Accurately Estimating the Efficacy of Optimizations for DNN
-Training", USENIX ATC 2020, which simulates a dependency graph built from CUPTI traces).
+nothing. The model replays each step as a schedule of CPU work and GPU work joined by
+dependencies, reads the critical path off the replay, and answers "what if" by replaying it
+with the fix applied (the method of Daydream: Zhu, Phanishayee, Pekhimenko, "Daydream:
+Accurately Estimating the Efficacy of Optimizations for DNN Training", USENIX ATC 2020,
+which simulates a dependency graph built from CUPTI traces).
 
 **The schedule.** For the primary device (the one that ran the most kernel time) and the
 step windows ``[ws_k, we_k)`` with CPU spans ``[cs_k, ce_k)``
@@ -17,37 +19,51 @@ CPU span is the window itself):
   calls (the idle ledger's definitions, :mod:`tracedoc.signals.ledger`; a call that is both,
   a pageable ``cudaMemcpyAsync`` say, is a blocking anchor), whose start lies in some
   ``[cs_k, ce_k)``, in order of start (ties in trace order). The launching threads are
-  merged into one CPU timeline: PyTorch's main and autograd threads issue work in turn.
-* The CPU time before anchor ``i`` of step ``k`` is ``gap_i = max(0, ts_i - e_{i-1})``,
-  where ``e_{i-1}`` is the latest end of the step's earlier anchors (``cs_k`` before the
-  first). The step's *tail* is ``max(0, ce_k - e_last)`` (``ce_k - cs_k`` without anchors),
-  and the CPU time between two steps is ``max(0, cs_k - ce_{k-1})``.
+  merged into one CPU timeline: PyTorch's main and autograd threads issue work in turn. A
+  blocking anchor is a *pageable copy* when the ledger calls it ``pageable_h2d``, else a
+  *sync*.
+* The CPU time before anchor ``i`` of step ``k`` is the interval ``[p_i, max(p_i, ts_i))``,
+  where ``p_i`` is the latest end of the step's earlier anchors (``cs_k`` before the
+  first); its length is ``gap_i``. The step's *tail* is ``[max(e_last, cs_k), max(ce_k,
+  e_last))`` after the latest end ``e_last`` of its anchors (``[cs_k, ce_k)`` without
+  anchors), and the CPU time between two steps is ``[ce_{k-1}, max(ce_{k-1}, cs_k))``.
 * An anchor's GPU events are those of the device linked to it (kernels, memcpys, memsets,
   by the one correlation join of :mod:`tracedoc.signals.links`), in order of observed
-  start. Each has a stream, a duration ``d`` and a start latency
-  ``lat = max(0, start - max(launch_end, prev_end))``, where ``launch_end`` is its launch
-  call's end and ``prev_end`` is the observed end of the previous GPU event of the same
-  stream (by start) in the same step window, or ``ws`` of that window for the first. The
-  latency holds what the schedule does not model (the GPU's own launch latency, waits on
-  other streams).
+  start. Each has a stream, a duration ``d``, a *producer* and a start latency. The
+  producer is the GPU event another stream must finish first: where a stream-wait call
+  (:func:`tracedoc.signals.ledger.dependency_waits`) has a dependent event and a producer
+  event-record call in the trace, the producer is the last GPU event of the device launched
+  by the record call's thread before the record call starts; none when that event is on
+  the dependent's own stream (program order already holds it). The latency is
+  ``lat = max(0, start - max(launch_end, prev_end, producer_end))``, where ``launch_end``
+  is its launch call's end, ``prev_end`` is the observed end of the previous GPU event of
+  the same stream (by start) in the same step window (``ws`` of that window for the
+  first), and ``producer_end`` the producer's observed end (absent: not counted). It holds
+  what the schedule does not model (the GPU's own launch latency).
 * A blocking anchor waits for the device. ``ready_obs`` is the latest observed end of every
   GPU event enqueued so far in the trace (earlier anchors, and its own events), ``ws_0``
   before any; its *overhead* is ``o = max(0, te - max(ts, ready_obs))``: the call's time
   after the work it waited for was done, or the whole call when it did not wait.
 
 **Replay**, one pass over every step in order, the CPU clock and the streams carrying over
-from one step to the next. The CPU clock ``c`` starts at ``cs_0``; a stream not used yet is
-free from ``E``; ``ready`` (the replayed ``ready_obs``)
-starts at ``ws_0``; the previous replayed window end ``E`` starts at ``ws_0``. For step ``k``:
+from one step to the next. Under a transformation (below) a stretch of CPU time
+``[a, b)`` lasts ``kept(a, b) = (b - a) - removed(a, b)``, scaled by the contention factor
+``f`` where the text says so (unchanged: ``kept = b - a``, ``f = 1``). The CPU clock ``c``
+starts at ``cs_0``; a stream not used yet is free from ``E``; ``ready`` (the replayed
+``ready_obs``) starts at ``ws_0``; the previous replayed window end ``E`` starts at
+``ws_0``. For step ``k``:
 
-1. From the second step on, ``c`` advances by the CPU time between the two steps. The
-   step's replayed CPU start is ``C_k = c``.
-2. For each anchor in order: ``c`` advances by ``gap_i``. A launch anchor then takes its
-   duration (``c += te - ts``). Each of its events (a blocking anchor's too, enqueued at
-   the ``c`` reached before its wait) starts at ``max(c, free[stream]) + lat``, frees its
-   stream ``d`` later, and raises ``ready`` to its end. A blocking anchor then sets
-   ``c = max(c, ready) + o``.
-3. ``c`` advances by the tail. The replayed window is ``[S_k, E_k)`` with
+1. From the second step on, ``c`` advances by ``f * kept`` of the CPU time between the two
+   steps. The step's replayed CPU start is ``C_k = c``.
+2. For each anchor in order: ``c`` advances by ``f * kept`` of its CPU time before it. A
+   launch anchor then takes ``kept(max(ts, p_i), max(te, p_i))``: its call, less any part an
+   earlier anchor of the step already covered (calls of the merged threads can overlap; their
+   shared time counts once). A blocking anchor that the transformation
+   makes non-blocking takes no time and waits for nothing. Each of the anchor's events (a
+   blocking anchor's too, enqueued at the ``c`` reached before its wait) starts at
+   ``max(c, free[stream], producer's replayed end) + lat``, frees its stream ``d`` later,
+   and raises ``ready`` to its end. A blocking anchor then sets ``c = max(c, ready) + o``.
+3. ``c`` advances by ``f * kept`` of the tail. The replayed window is ``[S_k, E_k)`` with
    ``S_k = max(C_k, E)`` and ``E_k = max(c, the latest end of the events enqueued in this
    step, S_k)``, the TensorBoard plugin's window rule applied to the replayed times;
    ``E = E_k``. A step with no anchor has no replayed duration (``E`` still advances).
@@ -60,32 +76,61 @@ so there the ``tensor_cores`` saving is understated. Because windows tile the ti
 one step's GPU work earlier can make the next window start earlier and last longer; the mean
 over steps is the change of the whole timeline.
 
-**What-ifs** (:class:`WhatIf`). A fix transforms the schedule; its saving is the mean over
-the complete steps of the unchanged replay minus the transformed one (ms per step; steps
-either replay leaves without a duration are left out), and a negative mean counts as 0, so
-the model's own error cancels:
+**The critical path** of each replayed (unchanged) step is the chain of work that set its
+end, read back from the replay: every node records the constraint that released it last
+(its predecessor). Nodes: each anchor (its CPU time before it and, for a launch anchor, the
+call itself; a blocking anchor's wait is a second node), and each GPU event. A launch
+anchor's predecessor is the previous CPU node; a GPU event's is whichever of its launch
+point, its stream's previous event and its producer ended last (the launch on a tie); a
+blocking wait's is the GPU event that set ``ready`` when ``ready`` exceeded ``c``, else the
+anchor. The step's end node is the CPU node when ``c`` exceeds the step's latest event end by
+more than :data:`TIE_US`, else that event (a tie goes to the GPU: a trace without steps has a
+CPU span that ends with its last event, and its idle tail is no host work); walking predecessors back from it until a node ends at or before ``S_k``,
+each node contributes ``its end - max(its predecessor's end, S_k)`` (the CPU end adds the
+tail), so the contributions add up to the replayed step. A GPU event's contribution is its
+duration (``min(contribution, d)``) by kind, the rest ``gpu_wait``; a launch anchor's is
+the call (``min(contribution, te - ts)``: ``startup`` when the ledger calls the launch
+start-up work, else ``launch_overhead``) and the rest, the CPU time before it, split by the
+share of the observed interval ``[p_i, max(p_i, ts_i))`` inside the regions ``startup``,
+``dataloader``, ``zero_grad``, ``optimizer_step`` and ``launching_ops`` (below), in that
+precedence (causes ``startup``, ``dataloader``, ``zero_grad``, ``optimizer_step``,
+``launch_overhead``), the rest ``other_cpu``; the CPU end's tail is split the same way by
+the observed tail interval; a blocking wait's is ``sync``. Causes (:data:`PATH_CAUSES`) on
+the host side: ``startup``, ``dataloader``, ``zero_grad``, ``optimizer_step``,
+``launch_overhead``, ``sync``, ``other_cpu``; on the device side: ``compute`` (kernels that are not communication),
+``communication``, ``memcpy`` (memcpys and memsets), ``gpu_wait``. HTA's critical path
+analysis (Holistic Trace Analysis, ``critical_path_analysis``) builds the same kind of
+graph from CUDA sync events; this one needs no sync events and follows kernels launched
+through CUDA graphs like any other (``cudaGraphLaunch`` is a launch call, and its kernels
+link to it by correlation), the gap HTA issue #290 reports.
 
-* ``dataloader``: the CPU time inside spans named ``enumerate(DataLoader)#...`` on the
-  launching threads is removed from every gap and tail (workers load the batch), and the
-  CPU time that stays (gaps, tails, time between steps) is multiplied by a contention
-  factor ``f`` (more processes on the host slow the training process's own work,
-  :func:`dataloader_contention`).
-* ``tensor_cores``: every Tensor-Core-eligible kernel that does not use them
-  (:func:`tracedoc.signals.attribution.kernel_ops`: ``eligible`` and not
-  ``tensor_core``) lasts ``d / r``, with ``r`` the device's Tensor Core to FP32 peak ratio
-  (:func:`tensor_core_ratio`): an upper bound on what AMP does to that kernel.
-
-Every figure is µs inside the model and ms per step in the signals.
+**What-ifs** (:class:`WhatIf`; the named fixes of :data:`FIXES`, declared beside each rule as
+``[fix] replay``). A fix transforms the schedule; its saving is the mean over the complete
+steps of the unchanged replay minus the transformed one (ms per step; steps either replay
+leaves without a duration are left out), and a negative mean counts as 0, so the model's
+own error cancels. Transformations of CPU time name *regions* (merged spans on the
+launching threads): ``startup`` (runtime calls the ledger calls start-up work),
+``dataloader`` (``enumerate(DataLoader)#...`` spans), ``optimizer_step``
+(``Optimizer.step#...``), ``zero_grad`` (``Optimizer.zero_grad#...``), ``launching_ops``
+(CPU ops that contain a launch call on their thread, and the launch calls themselves, less
+the ``startup`` region: no fix removes one-off start-up work) and
+``allocator`` (allocator runtime calls, the ledger's ``allocator`` class) and ``other_cpu``
+(the steps' CPU spans ``[cs_k, ce_k)`` outside every other region and outside the anchors).
+GPU classes (:data:`GPU_CLASSES`) scale GPU events the same way. A region with
+factor ``s`` keeps ``s`` of the CPU time inside it: ``removed(a, b)`` is the integral over
+``[a, b)`` of ``1 - s(t)``, ``s(t)`` the smallest factor of the regions covering ``t`` (1
+outside them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
-from tracedoc.signals.intervals import covered_length, merge
+from tracedoc.signals.intervals import covered_length, merge, subtract
 from tracedoc.signals.steps import complete_mask, dataloader_mask, gpu_events, step_windows
 from tracedoc.signals.strings import on_threads
 
@@ -108,50 +153,277 @@ TENSOR_CORE_PEAK_RATIO: tuple[tuple[str, float], ...] = (
 #: fixtures/ (v100_resnet50_workers0 -> workers4, num_workers 0 -> 4): host ops 13-19% slower.
 CONTENTION_MAX = 1.19
 
+#: Share of ``optimizer.step()``'s host time that stays with ``foreach=True``: measured on the
+#: same ResNet-50 / V100 job single-tensor vs foreach, 18.83 -> 0.93 ms per step (0.049).
+FOREACH_HOST_FACTOR = 0.93 / 18.83
+
+#: CPU regions a transformation can scale (module docstring, "What-ifs").
+REGIONS = ("startup", "dataloader", "optimizer_step", "zero_grad", "launching_ops", "allocator", "other_cpu")
+#: Blocking-anchor classes a transformation can make non-blocking.
+WAIT_CLASSES = ("sync", "pageable_copy")
+#: GPU-event classes a transformation can scale: ``comm`` (communication kernels),
+#: ``zero_grad`` (events launched from inside ``zero_grad`` spans), ``eager_attention`` (the
+#: softmax and batched-matmul kernels of eager attention, :mod:`tracedoc.signals.attention`).
+GPU_CLASSES = ("comm", "zero_grad", "eager_attention")
+
+#: Share of eager attention's kernel time a fused kernel keeps: FlashAttention (Dao et al.,
+#: "FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness", NeurIPS 2022)
+#: measures 2-4x over PyTorch's standard attention on an A100; 2x, the low end.
+FUSED_ATTENTION_FACTOR = 0.5
+#: Two replayed times closer than this (µs) are a tie (float rounding of rebased timestamps).
+TIE_US = 1e-3
+#: Causes on the critical path (module docstring): host side, then device side.
+HOST_PATH_CAUSES = ("startup", "dataloader", "zero_grad", "optimizer_step", "launch_overhead", "sync", "other_cpu")
+DEVICE_PATH_CAUSES = ("compute", "communication", "memcpy", "gpu_wait")
+PATH_CAUSES = (*HOST_PATH_CAUSES, *DEVICE_PATH_CAUSES)
+
 
 @dataclass(frozen=True)
 class WhatIf:
     """A transformation of the step schedule (module docstring, "What-ifs").
 
     Attributes:
-        drop_dataloader: remove the CPU time inside DataLoader ``__next__`` spans.
-        cpu_factor: multiply the CPU time that stays (gaps, tails, time between steps) by this
-            factor (>= 1).
+        cpu_scale: ``(region, factor)`` pairs: the CPU time inside the region keeps
+            ``factor`` (0: removed) of its length; regions are :data:`REGIONS`.
+        cpu_factor: the contention factor ``f`` (>= 1) on the CPU time that stays (gaps,
+            tails, time between steps; not the calls themselves).
         tensor_core_ratio: divide the duration of eligible kernels that do not use Tensor
             Cores by this ratio (1.0: unchanged).
+        no_wait: blocking-anchor classes (:data:`WAIT_CLASSES`) made non-blocking: such an
+            anchor takes no CPU time and waits for nothing; its GPU events stay.
+        gpu_scale: ``(class, factor)`` pairs over :data:`GPU_CLASSES`: an event of the class
+            lasts ``factor * d``; with factor 0 its latency is 0 too (the event is gone). An
+            event in several classes takes the smallest factor.
     """
 
-    drop_dataloader: bool = False
+    cpu_scale: tuple[tuple[str, float], ...] = ()
     cpu_factor: float = 1.0
     tensor_core_ratio: float = 1.0
+    no_wait: frozenset[str] = field(default_factory=frozenset)
+    gpu_scale: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        bad = [r for r, _ in self.cpu_scale if r not in REGIONS]
+        bad += [c for c in self.no_wait if c not in WAIT_CLASSES]
+        bad += [c for c, _ in self.gpu_scale if c not in GPU_CLASSES]
+        if bad:
+            raise ValueError(f"unknown what-if names: {', '.join(sorted(bad))}")
+        if (
+            self.cpu_factor < 1.0
+            or self.tensor_core_ratio < 1.0
+            or any(not 0 <= s <= 1 for _, s in (*self.cpu_scale, *self.gpu_scale))
+        ):
+            raise ValueError("cpu_factor and tensor_core_ratio are >= 1, region factors in [0, 1]")
+
+    def combine(self, other: WhatIf) -> WhatIf:
+        """Both transformations at once: a region or GPU class keeps the smaller factor, the
+        larger ``cpu_factor`` and ``tensor_core_ratio`` apply, the ``no_wait`` sets unite."""
+
+        def smaller(
+            a: tuple[tuple[str, float], ...], b: tuple[tuple[str, float], ...]
+        ) -> tuple[tuple[str, float], ...]:
+            out = dict(a)
+            for r, s in b:
+                out[r] = min(s, out.get(r, 1.0))
+            return tuple(sorted(out.items()))
+
+        return WhatIf(
+            smaller(self.cpu_scale, other.cpu_scale),
+            max(self.cpu_factor, other.cpu_factor),
+            max(self.tensor_core_ratio, other.tensor_core_ratio),
+            self.no_wait | other.no_wait,
+            smaller(self.gpu_scale, other.gpu_scale),
+        )
+
+    @property
+    def key(self) -> str:
+        """A stable cache key."""
+        return repr(
+            (
+                tuple(sorted(self.cpu_scale)),
+                self.cpu_factor,
+                self.tensor_core_ratio,
+                tuple(sorted(self.no_wait)),
+                tuple(sorted(self.gpu_scale)),
+            )
+        )
 
 
 BASELINE = WhatIf()
+
+
+def dataloader_contention(ctx: SignalContext) -> float:
+    """The contention factor ``f`` for the DataLoader what-if's low end: with the host's core
+    count ``c`` recorded (``tracedoc_host`` metadata, the fix-loop harness) and one worker
+    added beside the training process, ``f = max(1, 2 / c)`` (two busy processes time-share
+    fewer than two cores); without it, :data:`CONTENTION_MAX` (measured on the V100 pair)."""
+    from tracedoc.signals.cpu import cpu_cores
+
+    try:
+        cores = cpu_cores(ctx)
+    except SignalUnavailable:
+        return CONTENTION_MAX
+    return max(1.0, 2.0 / max(int(cores), 1))
+
+
+def tensor_core_ratio(ctx: SignalContext) -> float:
+    """The primary device's Tensor Core to FP32 peak ratio (:data:`TENSOR_CORE_PEAK_RATIO`);
+    a device not in the table (ROCm traces often name it only "AMD Radeon Graphics") gets the
+    table's smallest ratio, the least the replay can assume."""
+    dev = ctx.device
+    name = (dev.name or "") if dev is not None else ""
+    for family, ratio in TENSOR_CORE_PEAK_RATIO:
+        if family.lower() in name.lower():
+            return ratio
+    return min(r for _, r in TENSOR_CORE_PEAK_RATIO)
+
+
+@dataclass(frozen=True)
+class FixReplay:
+    """A named fix of :data:`FIXES`: what it does to the schedule (``what(ctx)``) and in words."""
+
+    name: str
+    text: str
+    what: Callable[[SignalContext], WhatIf]
+
+
+#: The fixes rules may declare (``[fix] replay = "<name>"``), each a transformation.
+FIXES: dict[str, FixReplay] = {
+    f.name: f
+    for f in (
+        FixReplay(
+            "dataloader",
+            "the DataLoader's CPU time removed (workers load the batch; no contention: the high end)",
+            lambda ctx: WhatIf(cpu_scale=(("dataloader", 0.0),)),
+        ),
+        FixReplay(
+            "dataloader_low",
+            "the DataLoader's CPU time removed and the rest slowed by dataloader_contention (the low end)",
+            lambda ctx: WhatIf(cpu_scale=(("dataloader", 0.0),), cpu_factor=dataloader_contention(ctx)),
+        ),
+        FixReplay(
+            "tensor_cores",
+            "eligible non-Tensor-Core kernels divided by the device's Tensor Core to FP32 peak "
+            "ratio (an upper bound for AMP)",
+            lambda ctx: WhatIf(tensor_core_ratio=tensor_core_ratio(ctx)),
+        ),
+        FixReplay(
+            "launch_collapse",
+            "the CPU time of launching ops and launch calls removed (launches collapsed into "
+            "one graph replay: CUDA graphs, torch.compile mode='reduce-overhead'; an upper bound)",
+            lambda ctx: WhatIf(cpu_scale=(("launching_ops", 0.0),)),
+        ),
+        FixReplay(
+            "foreach",
+            f"optimizer.step()'s CPU time kept at {FOREACH_HOST_FACTOR:.3f} (single-tensor to foreach, "
+            "measured 18.83 -> 0.93 ms)",
+            lambda ctx: WhatIf(cpu_scale=(("optimizer_step", FOREACH_HOST_FACTOR),)),
+        ),
+        FixReplay(
+            "zero_grad",
+            "zero_grad()'s CPU time and the GPU work it launches removed (set_to_none=True)",
+            lambda ctx: WhatIf(cpu_scale=(("zero_grad", 0.0),), gpu_scale=(("zero_grad", 0.0),)),
+        ),
+        FixReplay(
+            "no_sync",
+            "blocking syncs made non-blocking (no .item(), no explicit synchronize)",
+            lambda ctx: WhatIf(no_wait=frozenset({"sync"})),
+        ),
+        FixReplay(
+            "pinned_memory",
+            "pageable copies made asynchronous from pinned memory",
+            lambda ctx: WhatIf(no_wait=frozenset({"pageable_copy"})),
+        ),
+        FixReplay(
+            "no_allocator",
+            "allocator calls removed (the caching allocator keeps its blocks)",
+            lambda ctx: WhatIf(cpu_scale=(("allocator", 0.0),)),
+        ),
+        FixReplay(
+            "overlap_communication",
+            "communication kernels take no time on the path (fully overlapped; an upper bound)",
+            lambda ctx: WhatIf(gpu_scale=(("comm", 0.0),)),
+        ),
+        FixReplay(
+            "fused_attention",
+            f"eager attention's softmax and batched-matmul kernels kept at {FUSED_ATTENTION_FACTOR} of their "
+            "time (a fused attention kernel)",
+            lambda ctx: WhatIf(gpu_scale=(("eager_attention", FUSED_ATTENTION_FACTOR),)),
+        ),
+        FixReplay(
+            "host_work_offloaded",
+            "the launching threads' other CPU work removed (moved to DataLoader workers, another process or "
+            "the GPU; an upper bound)",
+            lambda ctx: WhatIf(cpu_scale=(("other_cpu", 0.0),)),
+        ),
+    )
+}
 
 
 @dataclass
 class _Schedule:
     """The arrays of one trace's schedule (µs), built once per context."""
 
-    anchors: np.ndarray  # runtime row positions, all steps, sorted by start
-    a_ts: np.ndarray
+    a_ts: np.ndarray  # anchors, all steps, sorted by start
     a_end: np.ndarray
-    a_blocking: np.ndarray
+    a_class: np.ndarray  # 0 launch, 1 sync, 2 pageable copy
+    a_startup: np.ndarray  # the ledger's start-up class
     a_step: np.ndarray  # step window row of each anchor (-1: none)
-    ev_of: dict[int, np.ndarray]  # runtime row -> gpu_events rows (primary device)
-    ev_stream: np.ndarray
+    ev_ptr: np.ndarray  # anchor i's GPU events are ev_rows[ev_ptr[i]:ev_ptr[i + 1]]
+    ev_rows: np.ndarray  # gpu_events rows (primary device), by anchor then start
+    ev_stream: np.ndarray  # per gpu_events row
+    ev_kind: np.ndarray  # 0 kernel, 1 communication kernel, 2 memcpy / memset
     ev_dur: np.ndarray
     ev_end: np.ndarray  # observed end
     ev_tc_slow: np.ndarray  # eligible and not a Tensor Core kernel
+    ev_zero_grad: np.ndarray  # launched from inside a zero_grad span
+    ev_attention: np.ndarray  # an eager attention kernel
+    ev_dep: np.ndarray  # producer row (-1: none)
     ev_lat: np.ndarray
-    dl_starts: np.ndarray  # merged DataLoader spans on the launching threads
-    dl_ends: np.ndarray
+    regions: dict[str, tuple[np.ndarray, np.ndarray]]  # merged spans on the launching threads
+
+
+def _producers(ctx: SignalContext, g, on_dev: np.ndarray) -> np.ndarray:
+    """Per ``gpu_events`` row, the producer row (module docstring) or -1."""
+    from tracedoc.signals.ledger import dependency_waits
+
+    dep = np.full(len(g), -1, dtype=np.int64)
+    waits = dependency_waits(ctx)
+    ok = (waits["dependent"].to_numpy() >= 0) & (waits["producer"].to_numpy() >= 0)
+    if not ok.any():
+        return dep
+    rt = ctx.trace.runtime
+    from tracedoc.signals.strings import frame_threads
+
+    codes, labels = frame_threads(ctx, "runtime")
+    prod = waits["producer"].to_numpy()[ok].astype(np.int64)
+    dependent = waits["dependent"].to_numpy()[ok].astype(np.int64)
+    rec_ts = rt["ts_us"].to_numpy(dtype=float)[prod]
+    rec_thread = labels[codes[prod]]
+    lts = g["launch_ts_us"].to_numpy(dtype=float)
+    thr = g["launch_thread"].to_numpy(dtype=object)
+    stream = g["stream"].to_numpy()
+    for th in set(rec_thread.tolist()):
+        rows = np.flatnonzero(on_dev & (thr == th) & ~np.isnan(lts))
+        if not rows.size:
+            continue
+        rows = rows[np.argsort(lts[rows], kind="stable")]
+        sel = np.flatnonzero(rec_thread == th)
+        k = np.searchsorted(lts[rows], rec_ts[sel], side="left") - 1
+        has = k >= 0
+        p = rows[np.maximum(k, 0)]
+        d = dependent[sel]
+        good = has & on_dev[d] & (stream[p] != stream[d])
+        dep[d[good]] = p[good]
+    return dep
 
 
 def _schedule(ctx: SignalContext) -> _Schedule:
     def build() -> _Schedule:
         from tracedoc.signals.attribution import kernel_ops
-        from tracedoc.signals.ledger import _runtime_classes, launching_threads
+        from tracedoc.signals.comm import comm_kernel_mask
+        from tracedoc.signals.ledger import _launching_ops, _runtime_classes, launching_threads
+        from tracedoc.signals.optimizer import optimizer_step_mask, zero_grad_mask
 
         t = ctx.trace
         g_all = gpu_events(ctx)
@@ -176,19 +448,23 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         order = np.argsort(a_ts, kind="stable")
         anchors, a_ts = anchors[order], a_ts[order]
         a_end = rt["end_us"].to_numpy(dtype=float)[anchors]
+        a_class = np.where(blocking[anchors], np.where(cls["pageable_h2d"].to_numpy()[anchors], 2, 1), 0)
         w = step_windows(ctx)
         cs, ce = w["cpu_start_us"].to_numpy(), w["cpu_end_us"].to_numpy()
         k = np.searchsorted(cs, a_ts, side="right") - 1
         a_step = np.where((k >= 0) & (a_ts < ce[np.maximum(k, 0)]), k, -1)
-        # the GPU events of each anchor, and each event's observed latency
-        rows = np.flatnonzero(on_dev & (g_all["rt_pos"].to_numpy() >= 0))
-        rt_pos = g_all["rt_pos"].to_numpy()[rows].astype(np.int64)
-        srt = np.lexsort((g_all["ts_us"].to_numpy(dtype=float)[rows], rt_pos))  # by anchor, then start
-        rows, rt_pos = rows[srt], rt_pos[srt]
-        bounds = np.flatnonzero(np.diff(rt_pos)) + 1
-        ev_of = {int(p[0]): r for p, r in zip(np.split(rt_pos, bounds), np.split(rows, bounds), strict=True) if len(p)}
+        # the GPU events of each anchor (CSR by anchor order), and each event's observed latency
+        anchor_of_rt = np.full(len(rt), -1, dtype=np.int64)
+        anchor_of_rt[anchors] = np.arange(anchors.size)
+        rt_pos = g_all["rt_pos"].to_numpy()
+        rows = np.flatnonzero(on_dev & (rt_pos >= 0))
+        a_of = anchor_of_rt[rt_pos[rows].astype(np.int64)]
+        rows, a_of = rows[a_of >= 0], a_of[a_of >= 0]
         gs = g_all["ts_us"].to_numpy(dtype=float)
         ge = g_all["end_us"].to_numpy(dtype=float)
+        srt = np.lexsort((gs[rows], a_of))  # by anchor, then start
+        rows, a_of = rows[srt], a_of[srt]
+        ev_ptr = np.searchsorted(a_of, np.arange(anchors.size + 1), side="left")
         stream = g_all["stream"].to_numpy().astype(np.int64) * 1024 + g_all["device"].to_numpy().astype(np.int64)
         lte = g_all["launch_end_us"].to_numpy(dtype=float)
         ws = w["start_us"].to_numpy()
@@ -201,20 +477,319 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             same = np.concatenate([[False], win[idx][1:] == win[idx][:-1]])
             pe = np.where(same, pe, ws[np.maximum(win[idx], 0)])
             prev_end[idx] = pe
-        lat = np.maximum(gs - np.fmax(lte, prev_end), 0.0)
+        dep = _producers(ctx, g_all, on_dev)
+        dep_end = np.where(dep >= 0, ge[np.maximum(dep, 0)], np.nan)
+        lat = np.maximum(gs - np.fmax(np.fmax(lte, prev_end), dep_end), 0.0)
         lat = np.where(np.isnan(lat), 0.0, lat)
         tc_slow = np.zeros(len(g_all), dtype=bool)
         ko = kernel_ops(ctx)
         nk = len(ko)
         tc_slow[:nk] = ko["eligible"].to_numpy() & ~ko["tensor_core"].to_numpy()  # kernels come first
+        kinds = g_all["kind"].to_numpy(dtype=object)
+        ev_kind = np.where(kinds == "kernel", 0, 2)
+        is_kernel = kinds == "kernel"
+        if is_kernel.any():
+            comm = np.zeros(len(g_all), dtype=bool)
+            comm[is_kernel] = comm_kernel_mask(g_all["name"][is_kernel])
+            ev_kind = np.where(comm, 1, ev_kind)
         ops = t.ops
-        dl = on_threads(ctx, "ops", threads) & dataloader_mask(ctx) if len(ops) else np.zeros(0, dtype=bool)
-        s_, e_ = merge(ops["ts_us"].to_numpy(dtype=float)[dl], ops["end_us"].to_numpy(dtype=float)[dl])
+        ops_on = on_threads(ctx, "ops", threads) if len(ops) else np.zeros(0, dtype=bool)
+        o_ts, o_end = ops["ts_us"].to_numpy(dtype=float), ops["end_us"].to_numpy(dtype=float)
+
+        def op_region(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return merge(o_ts[ops_on & mask], o_end[ops_on & mask]) if len(ops) else merge(np.zeros(0), np.zeros(0))
+
+        startup = cls["startup"].to_numpy()
+        r_ts, r_end = rt["ts_us"].to_numpy(dtype=float), rt["end_us"].to_numpy(dtype=float)
+        launch_calls = rt_on & cls["issues_gpu"].to_numpy()
+        lo = ops_on & _launching_ops(ctx) if len(ops) else np.zeros(0, dtype=bool)
+        regions = {
+            "dataloader": op_region(dataloader_mask(ctx) if len(ops) else np.zeros(0, dtype=bool)),
+            "optimizer_step": op_region(optimizer_step_mask(ctx) if len(ops) else np.zeros(0, dtype=bool)),
+            "zero_grad": op_region(zero_grad_mask(ctx) if len(ops) else np.zeros(0, dtype=bool)),
+            "launching_ops": subtract(
+                np.concatenate([o_ts[lo], r_ts[launch_calls]]),
+                np.concatenate([o_end[lo], r_end[launch_calls]]),
+                r_ts[rt_on & startup],
+                r_end[rt_on & startup],
+            ),
+            "startup": merge(r_ts[rt_on & startup], r_end[rt_on & startup]),
+            "allocator": merge(r_ts[rt_on & cls["allocator"].to_numpy()], r_end[rt_on & cls["allocator"].to_numpy()]),
+        }
+        zs, ze = regions["zero_grad"]
+        zero = np.zeros(len(g_all), dtype=bool)
+        if zs.size:
+            kz = np.searchsorted(zs, a_ts, side="right") - 1
+            a_in = (kz >= 0) & (a_ts < ze[np.maximum(kz, 0)])  # the anchor starts inside a zero_grad span
+            for i in np.flatnonzero(a_in):
+                zero[rows[ev_ptr[i] : ev_ptr[i + 1]]] = True
+        attention = np.zeros(len(g_all), dtype=bool)
+        try:
+            from tracedoc.signals.attention import _eager_mask, attention_kernels
+
+            ak = attention_kernels(ctx)
+            attention[ak.index.to_numpy()[_eager_mask(ak)]] = True  # kernel rows come first in gpu_events
+        except SignalUnavailable:
+            pass
+        others = list(regions.values())
+        busy_s = np.concatenate([x[0] for x in others] + [a_ts])
+        busy_e = np.concatenate([x[1] for x in others] + [a_end])
+        regions["other_cpu"] = subtract(cs, ce, busy_s, busy_e)
         return _Schedule(
-            anchors, a_ts, a_end, blocking[anchors], a_step, ev_of, stream, ge - gs, ge, tc_slow, lat, s_, e_
+            a_ts,
+            a_end,
+            a_class,
+            startup[anchors],
+            a_step,
+            ev_ptr,
+            rows,
+            stream,
+            ev_kind,
+            ge - gs,
+            ge,
+            tc_slow,
+            zero,
+            attention,
+            dep,
+            lat,
+            regions,
         )
 
     return ctx.cached("stepmodel_schedule", build)
+
+
+class _Removed:
+    """``removed(a, b)`` of a transformation (module docstring): the integral of ``1 - s(t)``
+    over ``[a, b)``, vectorised; ``s(t)`` the smallest factor of the regions covering ``t``."""
+
+    def __init__(self, regions: dict[str, tuple[np.ndarray, np.ndarray]], scale: tuple[tuple[str, float], ...]):
+        parts = [(regions[r], s) for r, s in scale if s < 1.0 and regions[r][0].size]
+        if not parts:
+            self.bp = np.zeros(0)
+            return
+        bp = np.unique(np.concatenate([np.concatenate([st, en]) for (st, en), _ in parts]))
+        rate = np.zeros(bp.size)  # 1 - s on [bp[j], bp[j + 1])
+        mid = bp[:-1]
+        for (st, en), s in parts:
+            k = np.searchsorted(st, mid, side="right") - 1
+            inside = (k >= 0) & (mid < en[np.maximum(k, 0)])
+            rate[:-1] = np.where(inside, np.maximum(rate[:-1], 1.0 - s), rate[:-1])
+        self.bp, self.rate = bp, rate
+        self.cum = np.concatenate([[0.0], np.cumsum(np.diff(bp) * rate[:-1])])
+
+    def upto(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        if not self.bp.size:
+            return np.zeros(x.shape)
+        j = np.searchsorted(self.bp, x, side="right") - 1
+        jj = np.maximum(j, 0)
+        return np.where(j >= 0, self.cum[jj] + (x - self.bp[jj]) * self.rate[jj], 0.0)
+
+    def __call__(self, a, b) -> np.ndarray:
+        a = np.asarray(a, dtype=float)
+        b = np.maximum(np.asarray(b, dtype=float), a)
+        return self.upto(b) - self.upto(a)
+
+
+@dataclass
+class _Replay:
+    """One replay: per step window the replayed ``[S_k, E_k)`` (NaN: no anchor), and, when
+    traced, the critical path's ms per cause per window (µs, ``len(PATH_CAUSES)`` columns)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    path_us: np.ndarray | None = None
+
+
+def _gap_shares(sch: _Schedule, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per interval ``[a_i, b_i)``, the share inside start-up, dataloader, zero_grad,
+    optimizer_step and launching-op spans in that precedence (5 columns; the rest is other CPU)."""
+    length = np.maximum(b - a, 0.0)
+    out = np.zeros((a.size, len(_GAP_CAUSES)))
+    s_acc, e_acc = np.zeros(0), np.zeros(0)
+    done = np.zeros(a.size)
+    for j, r in enumerate(("startup", "dataloader", "zero_grad", "optimizer_step", "launching_ops")):
+        rs, re_ = sch.regions[r]
+        s_acc, e_acc = merge(np.concatenate([s_acc, rs]), np.concatenate([e_acc, re_]))
+        cov = covered_length(s_acc, e_acc, a, np.maximum(a, b))
+        out[:, j] = np.divide(cov - done, length, out=np.zeros(a.size), where=length > 0)
+        done = cov
+    return out
+
+
+def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Replay:
+    """Replay every step window under ``what`` (module docstring); with ``trace_path`` also
+    read the critical path of each replayed window."""
+    sch = _schedule(ctx)
+    w = step_windows(ctx)
+    ws, cs, ce = w["start_us"].to_numpy(), w["cpu_start_us"].to_numpy(), w["cpu_end_us"].to_numpy()
+    nw, na = len(w), sch.a_ts.size
+    removed = _Removed(sch.regions, what.cpu_scale)
+    f = what.cpu_factor
+    # CPU time before each anchor: [p_i, max(p_i, ts_i)), kept under the transformation
+    prev = np.array(cs, dtype=float)[np.maximum(sch.a_step, 0)] if na else np.zeros(0)
+    for k in range(nw):  # a handful of steps
+        sel = np.flatnonzero(sch.a_step == k)
+        if sel.size > 1:
+            prev[sel[1:]] = np.maximum.accumulate(sch.a_end[sel])[:-1]
+    gap_obs = np.maximum(sch.a_ts - prev, 0.0)
+    gap = (gap_obs - removed(prev, prev + gap_obs)) * f
+    # a launch call's own time: the part of [ts, te) after the earlier anchors' latest end (merged
+    # threads can overlap: their shared time counts once)
+    c0 = np.maximum(sch.a_ts, prev)
+    c1 = np.maximum(sch.a_end, c0)
+    call = (c1 - c0) - removed(c0, c1)
+    blocking = sch.a_class > 0
+    waitless = np.zeros(na, dtype=bool)
+    if "sync" in what.no_wait:
+        waitless |= sch.a_class == 1
+    if "pageable_copy" in what.no_wait:
+        waitless |= sch.a_class == 2
+    dur = np.where(sch.ev_tc_slow, sch.ev_dur / what.tensor_core_ratio, sch.ev_dur)
+    lat = sch.ev_lat.copy()
+    factor = np.ones(dur.size)
+    for cls_, s_ in what.gpu_scale:
+        member = {"comm": sch.ev_kind == 1, "zero_grad": sch.ev_zero_grad, "eager_attention": sch.ev_attention}[cls_]
+        factor = np.where(member, np.minimum(factor, s_), factor)
+    dur *= factor
+    lat[factor == 0.0] = 0.0
+    # the critical path's graph: nodes 0..na-1 anchors (CPU time and call), na..na+G-1 GPU
+    # events, na+G+i the wait of blocking anchor i
+    n_ev = dur.size
+    pred = np.full(2 * na + n_ev, -1, dtype=np.int64) if trace_path else None
+    nend = np.full(2 * na + n_ev, np.nan) if trace_path else None
+    path = np.zeros((nw, len(PATH_CAUSES))) if trace_path else None
+    shares = _gap_shares(sch, prev, prev + gap_obs) if trace_path else None
+    # each step's tail starts at its anchors' latest end (its CPU start without anchors)
+    t_from = np.array(cs, dtype=float)
+    if na:
+        has = sch.a_step >= 0
+        np.maximum.at(t_from, sch.a_step[has], sch.a_end[has])
+    tail_shares = _gap_shares(sch, t_from, np.maximum(ce, t_from)) if trace_path else None
+    out_s, out_e = np.full(nw, np.nan), np.full(nw, np.nan)
+    c = float(cs[0])
+    cpu_node = -1
+    free: dict[int, float] = {}
+    free_node: dict[int, int] = {}
+    ev_end = np.full(n_ev, np.nan)
+    window_end = float(ws[0])
+    ready = obs_ready = float(ws[0])
+    ready_node = -1
+    a_step, a_ts, a_end, ptr, ev_rows = sch.a_step, sch.a_ts, sch.a_end, sch.ev_ptr, sch.ev_rows
+    for k in range(nw):
+        if k:
+            between = max(float(cs[k] - ce[k - 1]), 0.0)
+            c += (between - float(removed(ce[k - 1], ce[k - 1] + between))) * f
+        cpu_start = c
+        sel = np.flatnonzero(a_step == k)
+        last_end, last_node = window_end, -1
+        for i in sel.tolist():
+            c += gap[i]
+            wait_less = waitless[i]
+            if not blocking[i]:
+                c += call[i]
+            if trace_path:
+                pred[i], nend[i] = cpu_node, c
+                cpu_node = i
+            for r in ev_rows[ptr[i] : ptr[i + 1]].tolist():
+                st = sch.ev_stream[r]
+                t0, p0 = c, i
+                fr = free.get(st, window_end)
+                if fr > t0:
+                    t0, p0 = fr, free_node.get(st, -1)
+                d = sch.ev_dep[r]
+                if d >= 0 and not np.isnan(ev_end[d]) and ev_end[d] > t0:
+                    t0, p0 = float(ev_end[d]), na + d
+                end = t0 + lat[r] + dur[r]
+                ev_end[r] = end
+                free[st], free_node[st] = end, na + r
+                if end > ready:
+                    ready, ready_node = end, na + r
+                if end > last_end:
+                    last_end, last_node = end, na + r
+                obs_ready = max(obs_ready, float(sch.ev_end[r]))
+                if trace_path:
+                    pred[na + r], nend[na + r] = p0, end
+            if blocking[i] and not wait_less:
+                o = max(a_end[i] - max(a_ts[i], obs_ready), 0.0)
+                waited = ready > c
+                c = max(c, ready) + o
+                if trace_path:
+                    node = na + n_ev + i
+                    pred[node], nend[node] = (ready_node if waited else i), c
+                    cpu_node = node
+        tail = max(float(ce[k]) - t_from[k], 0.0)
+        c += (tail - float(removed(t_from[k], t_from[k] + tail))) * f
+        start = max(cpu_start, window_end)
+        end = max(c, last_end, start)
+        if sel.size:
+            out_s[k], out_e[k] = start, end
+            if trace_path:
+                ends = (cpu_node, last_node)
+                _walk(sch, k, (start, end, c, last_end), ends, pred, nend, shares, tail_shares[k], dur, path)
+        window_end = end
+    return _Replay(out_s, out_e, path)
+
+
+_GAP_CAUSES = ("startup", "dataloader", "zero_grad", "optimizer_step", "launch_overhead")
+
+
+def _add_cpu(path_k: np.ndarray, amount: float, shares: np.ndarray) -> None:
+    col = {c_: j for j, c_ in enumerate(PATH_CAUSES)}
+    for j, cause in enumerate(_GAP_CAUSES):
+        path_k[col[cause]] += amount * shares[j]
+    path_k[col["other_cpu"]] += amount * max(1.0 - float(shares.sum()), 0.0)
+
+
+def _walk(
+    sch: _Schedule,
+    k: int,
+    times: tuple[float, float, float, float],
+    ends: tuple[int, int],
+    pred: np.ndarray,
+    nend: np.ndarray,
+    shares: np.ndarray,
+    tail_shares: np.ndarray,
+    dur: np.ndarray,
+    path: np.ndarray,
+) -> None:
+    """Walk the critical path of window ``k`` back from its end (module docstring), adding
+    each node's contribution to ``path[k]`` by cause (µs)."""
+    start, end, c, last_end = times
+    cpu_node, last_node = ends
+    na, n_ev = sch.a_ts.size, dur.size
+    col = {c_: j for j, c_ in enumerate(PATH_CAUSES)}
+    if c > last_end + TIE_US or last_node < 0:
+        t_cpu = float(nend[cpu_node]) if cpu_node >= 0 else start
+        _add_cpu(path[k], max(end - max(t_cpu, start), 0.0), tail_shares)
+        node = cpu_node
+    else:
+        node = last_node
+    guard = 0
+    while node >= 0 and nend[node] > start and guard < pred.size:
+        guard += 1
+        p = int(pred[node])
+        t_pred = float(nend[p]) if p >= 0 else start
+        contrib = float(nend[node]) - max(t_pred, start)
+        if contrib > 0:
+            if node < na:  # an anchor: its call, then the CPU time before it
+                own = 0.0 if sch.a_class[node] > 0 else min(contrib, max(float(sch.a_end[node] - sch.a_ts[node]), 0.0))
+                path[k, col["startup" if sch.a_startup[node] else "launch_overhead"]] += own
+                _add_cpu(path[k], contrib - own, shares[node])
+            elif node < na + n_ev:
+                r = node - na
+                d = min(contrib, float(dur[r]))
+                kind = ("compute", "communication", "memcpy")[int(sch.ev_kind[r])]
+                path[k, col[kind]] += d
+                path[k, col["gpu_wait"]] += contrib - d
+            else:
+                path[k, col["sync"]] += contrib
+        node = p
+
+
+def _cached_replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Replay:
+    key = f"stepmodel_replay_{what.key}_{trace_path}"
+    return ctx.cached(key, lambda: _replay(ctx, what, trace_path))
 
 
 def replay_steps_us(ctx: SignalContext, what: WhatIf = BASELINE) -> np.ndarray:
@@ -224,68 +799,8 @@ def replay_steps_us(ctx: SignalContext, what: WhatIf = BASELINE) -> np.ndarray:
     Raises:
         SignalUnavailable: no GPU activity, or no GPU event linked to its launch call.
     """
-    key = f"stepmodel_replay_{what.drop_dataloader}_{what.cpu_factor!r}_{what.tensor_core_ratio!r}"
-
-    def build() -> np.ndarray:
-        sch = _schedule(ctx)
-        w = step_windows(ctx)
-        ws, cs, ce = w["start_us"].to_numpy(), w["cpu_start_us"].to_numpy(), w["cpu_end_us"].to_numpy()
-        out = np.full(len(w), np.nan)
-        # CPU time before each anchor (observed), and the part of it the what-if removes
-        prev = np.empty(len(sch.anchors))
-        for k in range(len(w)):  # a handful of steps
-            sel = np.flatnonzero(sch.a_step == k)
-            if sel.size:
-                ends = np.maximum.accumulate(sch.a_end[sel])
-                prev[sel] = np.concatenate([[cs[k]], ends[:-1]])
-        sel_all = sch.a_step >= 0
-        gap = np.zeros(len(sch.anchors))
-        gap[sel_all] = np.maximum(sch.a_ts[sel_all] - prev[sel_all], 0.0)
-        if what.drop_dataloader and sel_all.any():
-            cut = covered_length(sch.dl_starts, sch.dl_ends, prev[sel_all], sch.a_ts[sel_all])
-            gap[sel_all] -= np.minimum(cut, gap[sel_all])
-        gap *= what.cpu_factor
-        dur = np.where(sch.ev_tc_slow, sch.ev_dur / what.tensor_core_ratio, sch.ev_dur)
-        c = float(cs[0])
-        free: dict[int, float] = {}
-        window_end = float(ws[0])  # replayed end of the previous window (the first: observed start)
-        ready = obs_ready = float(ws[0])  # latest end of the work enqueued so far: replayed, observed
-        for k in range(len(w)):
-            if k:
-                c += max(float(cs[k] - ce[k - 1]), 0.0) * what.cpu_factor  # between two steps
-            cpu_start = c
-            sel = np.flatnonzero(sch.a_step == k)
-            last_end = window_end
-            for i in sel.tolist():
-                c += gap[i]
-                rows = sch.ev_of.get(int(sch.anchors[i]))
-                if not sch.a_blocking[i]:
-                    c += sch.a_end[i] - sch.a_ts[i]
-                if rows is not None:
-                    for r in rows.tolist():
-                        st = sch.ev_stream[r]
-                        end = max(c, free.get(st, window_end)) + sch.ev_lat[r] + dur[r]
-                        free[st] = end
-                        ready = max(ready, end)
-                        last_end = max(last_end, end)
-                        obs_ready = max(obs_ready, float(sch.ev_end[r]))
-                if sch.a_blocking[i]:
-                    o = sch.a_end[i] - max(sch.a_ts[i], obs_ready)
-                    c = max(c, ready) + max(o, 0.0)
-            last_anchor = float(np.max(sch.a_end[sel])) if sel.size else float(cs[k])
-            tail = max(float(ce[k]) - last_anchor, 0.0)
-            if what.drop_dataloader:
-                one = np.array([last_anchor])
-                tail -= min(float(covered_length(sch.dl_starts, sch.dl_ends, one, np.array([ce[k]]))[0]), tail)
-            c += tail * what.cpu_factor
-            start = max(cpu_start, window_end)
-            end = max(c, last_end, start)
-            if sel.size:
-                out[k] = end - start
-            window_end = end
-        return out
-
-    return ctx.cached(key, build)
+    r = _cached_replay(ctx, what)
+    return r.end - r.start
 
 
 def _mean_saving_ms(ctx: SignalContext, what: WhatIf) -> float:
@@ -295,6 +810,29 @@ def _mean_saving_ms(ctx: SignalContext, what: WhatIf) -> float:
     if not m.any():
         raise SignalUnavailable("no complete step has GPU work launched from its CPU span")
     return float(np.mean(base[m] - after[m]) / 1000.0)
+
+
+def fix_whatif(ctx: SignalContext, names: list[str] | tuple[str, ...]) -> WhatIf:
+    """The transformation of the named fixes (:data:`FIXES`) applied together.
+
+    Raises:
+        KeyError: a name that is not a fix.
+    """
+    what = BASELINE
+    for n in names:
+        what = what.combine(FIXES[n].what(ctx))
+    return what
+
+
+def replay_saving_ms(ctx: SignalContext, names: list[str] | tuple[str, ...]) -> float:
+    """What the named fixes save together per step, replayed, ms (>= 0; module docstring,
+    "What-ifs"): one fix's saving, or the combined saving of several (never their sum).
+
+    Raises:
+        SignalUnavailable: a CPU-only trace, or no complete step with launches.
+        KeyError: a name that is not a fix.
+    """
+    return max(_mean_saving_ms(ctx, fix_whatif(ctx, names)), 0.0)
 
 
 @signal("ms", scope="steps")
@@ -314,62 +852,118 @@ def replay_error_ms(ctx: SignalContext) -> float:
     return float(np.mean(np.abs(base[m] - w["dur_us"].to_numpy()[m])) / 1000.0)
 
 
-def dataloader_contention(ctx: SignalContext) -> float:
-    """The contention factor ``f`` for the DataLoader what-if's low end: with the host's core
-    count ``c`` recorded (``tracedoc_host`` metadata, the fix-loop harness) and one worker
-    added beside the training process, ``f = max(1, 2 / c)`` (two busy processes time-share
-    fewer than two cores); without it, :data:`CONTENTION_MAX` (measured on the V100 pair)."""
-    from tracedoc.signals.cpu import cpu_cores
-
-    try:
-        cores = cpu_cores(ctx)
-    except SignalUnavailable:
-        return CONTENTION_MAX
-    return max(1.0, 2.0 / max(int(cores), 1))
-
-
 @signal("ms", scope="steps")
 def dataloader_replay_saving_ms(ctx: SignalContext) -> float:
     """What moving the DataLoader into workers saves per step on a GPU trace, replayed, ms:
-    the ``dataloader`` what-if with ``f = 1`` (no contention; the high end of the range whose
-    low end is :func:`dataloader_replay_saving_low_ms`).
+    the ``dataloader`` fix (no contention; the high end of the range whose low end is
+    :func:`dataloader_replay_saving_low_ms`).
 
     Raises:
         SignalUnavailable: a CPU-only trace, or no complete step with launches.
     """
-    return max(_mean_saving_ms(ctx, WhatIf(drop_dataloader=True)), 0.0)
+    return replay_saving_ms(ctx, ["dataloader"])
 
 
 @signal("ms", scope="steps")
 def dataloader_replay_saving_low_ms(ctx: SignalContext) -> float:
-    """The low end of the DataLoader what-if's range, ms: the rest of the CPU work slowed by
-    :func:`dataloader_contention`.
+    """The low end of the DataLoader what-if's range, ms: the ``dataloader_low`` fix, the rest
+    of the CPU work slowed by :func:`dataloader_contention`.
 
     Raises:
         SignalUnavailable: a CPU-only trace, or no complete step with launches.
     """
-    return max(_mean_saving_ms(ctx, WhatIf(drop_dataloader=True, cpu_factor=dataloader_contention(ctx))), 0.0)
-
-
-def tensor_core_ratio(ctx: SignalContext) -> float:
-    """The primary device's Tensor Core to FP32 peak ratio (:data:`TENSOR_CORE_PEAK_RATIO`);
-    a device not in the table (ROCm traces often name it only "AMD Radeon Graphics") gets the
-    table's smallest ratio, the least the replay can assume."""
-    dev = ctx.device
-    name = (dev.name or "") if dev is not None else ""
-    for family, ratio in TENSOR_CORE_PEAK_RATIO:
-        if family.lower() in name.lower():
-            return ratio
-    return min(r for _, r in TENSOR_CORE_PEAK_RATIO)
+    return replay_saving_ms(ctx, ["dataloader_low"])
 
 
 @signal("ms", scope="steps")
 def tensor_core_replay_saving_ms(ctx: SignalContext) -> float:
     """What running the eligible kernels on Tensor Cores saves per step, replayed, ms: the
-    ``tensor_cores`` what-if (module docstring) with the device's peak ratio, an upper bound
-    for AMP. On a step the host holds it is near 0, whatever the kernel time.
+    ``tensor_cores`` fix with the device's peak ratio, an upper bound for AMP. On a step the
+    host holds it is near 0, whatever the kernel time.
 
     Raises:
         SignalUnavailable: a CPU-only trace, or no complete step with launches.
     """
-    return max(_mean_saving_ms(ctx, WhatIf(tensor_core_ratio=tensor_core_ratio(ctx))), 0.0)
+    return replay_saving_ms(ctx, ["tensor_cores"])
+
+
+@signal("ms", scope="steps")
+def tensor_core_kernel_saving_ms(ctx: SignalContext) -> float:
+    """The kernel time the ``tensor_cores`` fix removes, per complete step, ms: the sum over
+    eligible kernels that do not use Tensor Cores, launched from a complete step, of
+    ``d * (1 - 1/r)`` (:func:`tensor_core_ratio`), divided by the number of complete steps. The
+    slice-style upper bound beside :func:`tensor_core_replay_saving_ms`: what AMP saves if every
+    such kernel were on the critical path.
+
+    Raises:
+        SignalUnavailable: a CPU-only trace, or no complete step with launches.
+    """
+    sch = _schedule(ctx)
+    complete = complete_mask(ctx)
+    if not complete.any():
+        raise SignalUnavailable("no complete step has GPU work launched from its CPU span")
+    a_ok = (sch.a_step >= 0) & complete[np.maximum(sch.a_step, 0)]
+    counts = np.diff(sch.ev_ptr)
+    rows = sch.ev_rows[np.repeat(a_ok, counts)]
+    r = tensor_core_ratio(ctx)
+    removed = float(sch.ev_dur[rows][sch.ev_tc_slow[rows]].sum()) * (1.0 - 1.0 / r)
+    return removed / int(complete.sum()) / 1000.0
+
+
+def critical_path_ms(ctx: SignalContext) -> dict[str, float]:
+    """The critical path of the unchanged replay: ms per step on the path by cause
+    (:data:`PATH_CAUSES`), the mean over complete steps; they add up to the mean replayed step.
+
+    Raises:
+        SignalUnavailable: a CPU-only trace, or no complete step with launches.
+    """
+    r = _cached_replay(ctx, BASELINE, trace_path=True)
+    m = complete_mask(ctx) & ~np.isnan(r.end)
+    if not m.any():
+        raise SignalUnavailable("no complete step has GPU work launched from its CPU span")
+    mean = r.path_us[m].mean(axis=0) / 1000.0
+    return {c: float(v) for c, v in zip(PATH_CAUSES, mean, strict=True)}
+
+
+@signal("share", scope="steps")
+def critical_path_host_share(ctx: SignalContext) -> float:
+    """Share (0..1) of the replayed step whose critical path runs on the host (CPU causes of
+    :func:`critical_path_ms`): near 1, a host-bound step, where GPU speed-ups save nothing.
+
+    Raises:
+        SignalUnavailable: a CPU-only trace, or no complete step with launches.
+    """
+    cp = critical_path_ms(ctx)
+    total = sum(cp.values())
+    return sum(cp[c] for c in HOST_PATH_CAUSES) / total if total > 0 else 0.0
+
+
+@signal("share", scope="steps")
+def critical_path_device_share(ctx: SignalContext) -> float:
+    """Share (0..1) of the replayed step whose critical path runs on the device (kernels,
+    copies and GPU waits): near 1, a device-bound step, where host fixes save nothing.
+
+    Raises:
+        SignalUnavailable: a CPU-only trace, or no complete step with launches.
+    """
+    cp = critical_path_ms(ctx)
+    total = sum(cp.values())
+    return sum(cp[c] for c in DEVICE_PATH_CAUSES) / total if total > 0 else 0.0
+
+
+def _register_path_signals() -> None:
+    for cause in PATH_CAUSES:
+
+        def f(ctx: SignalContext, cause: str = cause) -> float:
+            return critical_path_ms(ctx)[cause]
+
+        f.__name__ = f"critical_path_{cause}_ms"
+        f.__doc__ = (
+            f"ms per step the critical path spends in ``{cause}`` (:func:`critical_path_ms`, the "
+            "mean over complete steps).\n\n    Raises:\n        SignalUnavailable: a CPU-only trace, "
+            "or no complete step with launches."
+        )
+        signal("ms", scope="steps")(f)
+
+
+_register_path_signals()
