@@ -277,7 +277,12 @@ def test_the_fixtures_folder_of_unrelated_traces(tmp_path):
     names = sorted(p.name for p in FIXTURES.iterdir() if p.name.endswith(".gz"))
     assert doc["kind"] == "multi-trace" and not doc["failed"]
     assert [t["path"].rsplit("/", 1)[-1] for t in doc["traces"]] == names
-    assert {s["path"].rsplit("/", 1)[-1] for s in doc["skipped"]} == {"PROVENANCE.md", "calibration", "licenses", "schemas"}
+    assert {s["path"].rsplit("/", 1)[-1] for s in doc["skipped"]} == {
+        "PROVENANCE.md",
+        "calibration",
+        "licenses",
+        "schemas",
+    }
     # cpu_only_gloo (rank 34 of 300) and the DDP traces carry ranks, but not of one job
     assert all(t["report"]["schema_version"] == 2 for t in doc["traces"])
 
