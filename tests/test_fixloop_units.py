@@ -123,3 +123,17 @@ def test_command_module_imports_nothing_heavy():
     code = "import sys, tracedoc.fixloop.command; print('torch' in sys.modules, 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split()[0] == "False"
+
+
+def test_predicted_vs_measured_uses_the_one_error_convention():
+    """(predicted - measured) / measured, as tracedoc diff; the prediction in the timed base
+    (rescaled by the incumbent's timed / profiled step) when the profiled step is known."""
+    from tracedoc.fixloop.summary import predicted_vs_measured
+
+    # incumbent 100 ms/step (batch 32), candidate 80 ms (batch 32): measured 20 ms; predicted 30
+    r = predicted_vs_measured(30.0, 100.0, 32, 80.0, 32)
+    assert r["measured_saving_ms"] == pytest.approx(20.0) and r["error"] == pytest.approx(0.5)
+    # the profiled step was 200 ms: the 30 ms read off the trace is 15 ms of the timed step
+    r = predicted_vs_measured(30.0, 100.0, 32, 80.0, 32, incumbent_profiled_step_ms=200.0)
+    assert r["predicted_saving_timed_ms"] == pytest.approx(15.0) and r["error"] == pytest.approx(-0.25)
+    assert predicted_vs_measured(30.0, 100.0, 32, 100.0, 32)["error"] is None  # nothing measured

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -500,3 +501,22 @@ def test_json_envelope_of_both_many_trace_reports(synthetic_dir):
         results = doc["ranks"] if ranks else doc["traces"]
         assert len(results) == 4 and all(r["report"]["schema_version"] == 2 for r in results)
         assert len(rep.findings) == sum(len(r["report"]["findings"]) for r in results)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_the_size_limit_reaches_every_worker_as_an_argument(tmp_path, monkeypatch, jobs):
+    """--max-trace-bytes is passed to each rank job (Settings, not an environment variable the
+    workers happen to inherit): both traces of the folder fail on it, and the CLI leaves the
+    environment as it was."""
+    monkeypatch.delenv("TRACEDOC_MAX_TRACE_BYTES", raising=False)
+    for name in ("v100_resnet50_workers0.pt.trace.json.gz", "v100_resnet50_workers4.pt.trace.json.gz"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    r = runner.invoke(
+        app, ["analyze", str(tmp_path), "--no-ranks", "-j", jobs, "--max-trace-bytes", "1M", "-f", "json"]
+    )
+    assert r.exit_code == 2, r.output
+    assert "1 MiB limit" in r.output or "MiB limit" in r.output
+    assert "TRACEDOC_MAX_TRACE_BYTES" not in os.environ
+    # without the option the same folder is analyzed
+    ok = runner.invoke(app, ["analyze", str(tmp_path), "--no-ranks", "-j", jobs, "-f", "json", "--exit-zero"])
+    assert ok.exit_code == 0, ok.output

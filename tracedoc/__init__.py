@@ -65,14 +65,18 @@ def analyze(trace, select=None, ignore=None, rules=None):
         TraceLoadError: the file is not a readable trace.
         tracedoc.errors.RuleError: a bad selector or rule file.
     """
-    from tracedoc.engine import analyze_trace
+    from tracedoc import pipeline
+    from tracedoc.settings import Settings
     from tracedoc.trace import Trace
 
-    if isinstance(trace, Trace):
-        return analyze_trace(trace, rules=rules, select=select, ignore=ignore)
-    if not isinstance(trace, (str, _os.PathLike)):
+    if not isinstance(trace, (Trace, str, _os.PathLike)):
         raise TypeError(f"analyze() takes a trace path or a tracedoc.Trace, not {type(trace).__name__}")
-    return analyze_trace(_load(trace), rules=rules, select=select, ignore=ignore)
+    settings = Settings.resolve(None if isinstance(trace, Trace) else trace, select=select, ignore=ignore)
+    if rules is not None and settings.thresholds:
+        from tracedoc.config import apply_thresholds
+
+        rules = apply_thresholds(rules, settings.threshold_map, settings.config_path)
+    return pipeline.analyze(trace, settings, rules=rules)
 
 
 def __getattr__(name: str):

@@ -223,13 +223,12 @@ def analyze(
     trace = Path(traces[0])  # where [tool.tracedoc] is looked up, and the name in errors
     max_bytes = None
     if max_trace_bytes is not None:
-        from tracedoc.load.source import MAX_BYTES_ENV, parse_size
+        from tracedoc.load.source import parse_size
 
         try:
             max_bytes = parse_size(max_trace_bytes)
         except ValueError as exc:
             raise fail(f"--max-trace-bytes: {exc}") from None
-        os.environ[MAX_BYTES_ENV] = str(max_bytes)  # rank workers read it too
 
     if output is not None and not output.absolute().parent.is_dir():  # before a long analysis
         raise fail(f"{output}: cannot write (no such directory)")
@@ -277,6 +276,7 @@ def analyze(
                     rules=all_rules,  # with the [tool.tracedoc] threshold overrides, as for one trace
                     min_saving_ms=min_saving_ms,
                     min_saving_share=min_saving_share,
+                    max_bytes=max_bytes,
                 )
             else:
                 from tracedoc.load import load
@@ -291,20 +291,30 @@ def analyze(
                         f"{escape(parts)}",
                         soft_wrap=True,
                     )
-                from tracedoc.engine import analyze_trace
+                from tracedoc import pipeline
+                from tracedoc.settings import Settings
 
                 if all_rules is None:
                     all_rules = prepare_rules()
 
                 if progress:
                     progress("computing signals and rules")
-                report = analyze_trace(
-                    loaded,
-                    rules=all_rules,
-                    select=select,
-                    ignore=ignore,
+                settings = Settings(
+                    select=tuple(select) if select is not None else None,
+                    ignore=tuple(ignore) if ignore is not None else None,
+                    rule_paths=tuple(str(r) for r in rule_paths),
+                    thresholds=tuple((k, tuple(v.items())) for k, v in cfg.thresholds.items()),
+                    config_path=str(cfg.path) if cfg.path else None,
+                    fail_on=fail_level,
+                    strict=strict,
                     min_saving_ms=min_saving_ms,
                     min_saving_share=min_saving_share,
+                    max_trace_bytes=max_bytes,
+                )
+                report = pipeline.analyze(
+                    loaded,
+                    settings,
+                    rules=all_rules,  # prepared above (thresholds applied, selectors checked)
                     signal_store=use_cache.signals(traces[0]) if use_cache is not None else None,
                 )
                 if format is not Format.html:

@@ -228,9 +228,9 @@ def _read_report(path: Path) -> dict[str, Any]:
 
 
 def _analyze_trace(path: Path) -> dict[str, Any]:
-    from tracedoc.engine import analyze
+    from tracedoc import pipeline
 
-    return analyze(path).to_dict()
+    return pipeline.analyze(path).to_dict()  # the project's [tool.tracedoc], as `tracedoc analyze`
 
 
 def load_side(path: str | os.PathLike[str]) -> Side:

@@ -287,7 +287,8 @@ def analyze(
     min_saving_ms: float | None = None,
     min_saving_share: float | None = None,
 ) -> Report:
-    """Load a trace file and analyze it (see :func:`analyze_trace`).
+    """Load a trace file and analyze it under the project's ``[tool.tracedoc]`` settings
+    (:func:`tracedoc.pipeline.analyze`; the explicit arguments win; see :func:`analyze_trace`).
 
     Args:
         rules: the rules to evaluate; default the built-in ones. Add your own with
@@ -297,13 +298,14 @@ def analyze(
         tracedoc.errors.TraceLoadError: the file is not a readable trace.
         tracedoc.errors.RuleError: a bad selector.
     """
-    from tracedoc.load import load
+    from tracedoc import pipeline
+    from tracedoc.settings import Settings
 
-    return analyze_trace(
-        load(path),
-        rules=rules,
-        select=select,
-        ignore=ignore,
-        min_saving_ms=min_saving_ms,
-        min_saving_share=min_saving_share,
+    settings = Settings.resolve(
+        path, select=select, ignore=ignore, min_saving_ms=min_saving_ms, min_saving_share=min_saving_share
     )
+    if rules is not None and settings.thresholds:
+        from tracedoc.config import apply_thresholds
+
+        rules = apply_thresholds(rules, settings.threshold_map, settings.config_path)
+    return pipeline.analyze(path, settings, rules=rules)

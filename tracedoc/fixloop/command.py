@@ -268,17 +268,18 @@ def _run(
     from tracedoc.report.render import plural
 
     timeout, kill_grace = limits
-    analyze = None
-    if rules:
-        from tracedoc.errors import RuleError
-        from tracedoc.fixloop.runner import analyzer_with_rules
+    from tracedoc.errors import RuleError
+    from tracedoc.fixloop.runner import trial_analyzer
+    from tracedoc.settings import Settings
 
-        try:
-            analyze = analyzer_with_rules(list(rules))
-        except RuleError as exc:
-            raise _fail(err, f"--rules: {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - a rule file the loader did not validate (e.g. knobs = 5)
-            raise _fail(err, f"--rules: invalid rule file: {type(exc).__name__}: {exc}") from None
+    try:  # resolved once (the workload's folder up, then the working directory) for every trial
+        analyze = trial_analyzer(Settings.resolve(workload, rule_paths=list(rules or ())))
+    except RuleError as exc:
+        raise _fail(err, f"--rules: {exc}") from None
+    except TracedocError as exc:  # a malformed [tool.tracedoc]
+        raise _fail(err, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a rule file the loader did not validate (e.g. knobs = 5)
+        raise _fail(err, f"--rules: invalid rule file: {type(exc).__name__}: {exc}") from None
     try:
         runner = SubprocessRunner(workload, timeout_s=timeout, analyze=analyze, kill_grace_s=kill_grace)
         spec = runner.describe()

@@ -124,7 +124,7 @@ class TrialRecord:
     ab: dict[str, Any] | None = None
     extra_changes: dict[str, list[Any]] = field(default_factory=dict)
     followup_finding: dict[str, Any] | None = None
-    prediction_ratio: float | None = None
+    prediction_error: float | None = None
     #: ``tracedoc diff``'s predicted-vs-measured row for the applied finding, between the
     #: incumbent's and this trial's profiled traces (:func:`tracedoc.diff.predicted_vs_measured`,
     #: the same code as ``tracedoc diff``): step times from the traces, beside the A/B figures
@@ -451,7 +451,7 @@ class FixLoop:
             self.incumbent.profiled_step_ms,
         )
         record.measured_saving_ms = pvm["measured_saving_ms"]
-        record.prediction_ratio = pvm["ratio"]
+        record.prediction_error = pvm["error"]
         record.predicted_saving_timed_ms = pvm["predicted_saving_timed_ms"]
 
     def _info(self, text: str) -> None:

@@ -92,31 +92,43 @@ class Runner(Protocol):
         """Time one configuration without a trace (one A/B sample); raise KeyboardInterrupt on Ctrl-C."""
 
 
-def default_analyze(trace_path: Path) -> dict[str, Any]:
-    """``tracedoc.analyze(trace_path).to_dict()`` (imported lazily)."""
-    import tracedoc
+def default_analyze(trace_path: Path, settings: Any = None) -> dict[str, Any]:
+    """The trial's report as a dict: :func:`tracedoc.pipeline.analyze` under ``settings``
+    (default: resolved from the working directory; imported lazily)."""
+    from tracedoc import pipeline
+    from tracedoc.settings import Settings
 
-    return tracedoc.analyze(trace_path).to_dict()
+    return pipeline.analyze(trace_path, settings if settings is not None else Settings.resolve(None)).to_dict()
+
+
+def trial_analyzer(settings: Any) -> Callable[[Path], dict[str, Any]]:
+    """An analyze function for every trial of one fix-loop, under one
+    :class:`~tracedoc.settings.Settings` resolved once (the project's ``[tool.tracedoc]`` and
+    ``--rules``): its rules are loaded and validated now, so a bad one fails before any trial.
+
+    Raises:
+        tracedoc.errors.RuleError: a missing path, a malformed rule file, a code or name that
+            repeats a built-in rule's, or a selector that matches no rule.
+        tracedoc.config.ConfigError: a bad threshold override.
+    """
+    settings.rules()
+
+    def analyze(trace_path: Path) -> dict[str, Any]:
+        return default_analyze(trace_path, settings)
+
+    return analyze
 
 
 def analyzer_with_rules(paths: list[Path]) -> Callable[[Path], dict[str, Any]]:
-    """An analyze function that evaluates the built-in rules plus the rule files in ``paths``.
-
-    The rule files are loaded (and validated) now, so a bad one fails before any trial.
+    """:func:`trial_analyzer` with the built-in rules plus the rule files in ``paths``, under
+    the settings resolved from the working directory.
 
     Raises:
-        tracedoc.errors.RuleError: a missing path, a malformed rule file, or a code or
-            name that repeats a built-in rule's.
+        tracedoc.errors.RuleError: see :func:`trial_analyzer`.
     """
-    import tracedoc
-    from tracedoc.engine import load_rules
+    from tracedoc.settings import Settings
 
-    rules = load_rules(list(paths))
-
-    def analyze(trace_path: Path) -> dict[str, Any]:
-        return tracedoc.analyze(trace_path, rules=rules).to_dict()
-
-    return analyze
+    return trial_analyzer(Settings.resolve(None, rule_paths=list(paths)))
 
 
 def _package_root() -> str:

@@ -1,6 +1,7 @@
 """The fix-loop summary: plain data, written as JSON and Markdown, rendered as a rich table.
 
-``summary.json`` (``schema_version`` 2: A/B rounds, ``inconclusive``, ``warnings``)::
+``summary.json`` (``schema_version`` 3: A/B rounds, ``inconclusive``, ``warnings``; 3 replaced
+``prediction_ratio`` by ``prediction_error``)::
 
     {"schema_version": 1, "tool": {...}, "workload": str, "out_dir": str,
      "device": {"type", "name", "bf16_supported", "torch"},
@@ -15,7 +16,8 @@
 
 Each trial also has ``ab`` (the A/B rounds: samples/s and step ms of incumbent and
 candidate per round, their medians and coefficients of variation),
-``prediction_ratio`` (measured / predicted saving), ``trace_diff`` (``tracedoc diff``'s row
+``prediction_error`` ((predicted - measured) / measured, the prediction rescaled to the timed
+step when known; until schema 2 this was ``prediction_ratio``, measured / predicted), ``trace_diff`` (``tracedoc diff``'s row
 for the applied finding between the two profiled traces), ``profiled_step_ms`` (the
 profiled trace's mean step, ms, beside the timed ``step_time_ms``) and
 ``predicted_saving_timed_ms`` (the prediction rescaled by the incumbent's timed / profiled
@@ -41,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from tracedoc.fixloop.loop import FixLoop
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 NOISE_RULE = (
     "incumbent (A) and candidate (B) run in alternating A/B rounds (fresh processes, at least 5); "
@@ -65,8 +67,10 @@ def predicted_vs_measured(
 
     ``measured_saving_ms = incumbent_step_ms - candidate_step_ms * incumbent_batch /
     candidate_batch``: time saved per incumbent step's worth of samples (a batch-size
-    change is compared per sample). ``ratio = measured / predicted`` (1.0: the rule's
-    estimate was exact; ``None`` when either is missing or the prediction is 0).
+    change is compared per sample). ``error = (predicted - measured) / measured``, the one
+    convention of every predicted-against-measured figure in tracedoc (0: the estimate was
+    exact; the prediction is ``predicted_saving_timed_ms`` when known, else ``predicted_ms``;
+    ``None`` when either side is missing or nothing was measured).
     Step times are medians of the trial's A/B rounds, in ms.
     ``predicted_saving_timed_ms = predicted_ms * incumbent_step_ms / incumbent_profiled_step_ms``:
     the prediction, read off the incumbent's profiled trace, in the time base of the timed
@@ -77,16 +81,17 @@ def predicted_vs_measured(
     if incumbent_step_ms is not None and candidate_step_ms is not None:
         scale = (incumbent_batch or 1) / (candidate_batch or 1)
         measured = incumbent_step_ms - candidate_step_ms * scale
-    ratio = None
-    if measured is not None and isinstance(predicted_ms, (int, float)) and predicted_ms:
-        ratio = measured / predicted_ms
     timed = None
     if isinstance(predicted_ms, (int, float)) and incumbent_step_ms is not None and incumbent_profiled_step_ms:
         timed = predicted_ms * incumbent_step_ms / incumbent_profiled_step_ms
+    pred = timed if timed is not None else predicted_ms
+    error = None
+    if measured and isinstance(pred, (int, float)):
+        error = (pred - measured) / measured
     return {
         "predicted_saving_ms": predicted_ms,
         "measured_saving_ms": measured,
-        "ratio": ratio,
+        "error": error,
         "predicted_saving_timed_ms": timed,
     }
 

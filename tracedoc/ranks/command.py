@@ -47,13 +47,14 @@ def analyze_many(
     rules: list | None = None,
     min_saving_ms: float | None = None,
     min_saving_share: float | None = None,
+    max_bytes: int | None = None,
 ) -> MultiRankReport | MultiTraceReport:
     """Run :func:`tracedoc.ranks.executors.analyze_inputs` and warn on stderr (one line each)
     about failed traces, skipped entries and followed symlinks.
 
     ``rules`` (parsed, with the ``[tool.tracedoc]`` threshold overrides applied) and the
-    floors ``min_saving_ms``/``min_saving_share`` reach every rank's analysis, as they
-    reach a single trace's."""
+    floors ``min_saving_ms``/``min_saving_share`` and the size limit ``max_bytes`` reach every
+    rank's analysis, as they reach a single trace's (as arguments: no environment side channel)."""
     from rich.console import Console
     from rich.markup import escape
 
@@ -76,6 +77,7 @@ def analyze_many(
         rules=rules,
         min_saving_ms=min_saving_ms,
         min_saving_share=min_saving_share,
+        max_bytes=max_bytes,
     )
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     n_all = len(report.failed) + (len(report.ranks) if isinstance(report, MultiRankReport) else len(report.traces))

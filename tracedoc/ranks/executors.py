@@ -172,6 +172,7 @@ def analyze_inputs(
     thresholds: dict[str, dict[str, float]] | None = None,
     min_saving_ms: float | None = None,
     min_saving_share: float | None = None,
+    max_bytes: int | None = None,
 ) -> MultiRankReport | MultiTraceReport:
     """Analyze several traces: files, globs, folders, URLs (see :mod:`tracedoc.ranks.discover`).
 
@@ -191,6 +192,8 @@ def analyze_inputs(
             applied once here to ``rules`` before any worker starts.
         min_saving_ms, min_saving_share: the finding floors each rank's analysis applies
             (:func:`tracedoc.engine.analyze_trace`; None: the engine's defaults).
+        max_bytes: the largest trace each worker accepts (None: ``$TRACEDOC_MAX_TRACE_BYTES``
+            or the default, :func:`tracedoc.load.source.max_trace_bytes`).
 
     Every rank is analyzed with the same rules, overrides and floors as a single trace
     would be, whichever executor runs it (the parsed rules travel to the workers).
@@ -221,6 +224,7 @@ def analyze_inputs(
         "cache_dir": cache_dir,
         "min_saving_ms": min_saving_ms,
         "min_saving_share": min_saving_share,
+        "max_bytes": max_bytes,
     }
     n_jobs = max(1, min(jobs or hostfacts.cpu_cores(), len(files)))
     t0 = time.perf_counter()
@@ -288,7 +292,9 @@ def analyze_directory(
     min_saving_ms: float | None = None,
     min_saving_share: float | None = None,
 ) -> MultiRankReport:
-    """Analyze every trace in ``directory`` as the ranks of one job (see :func:`analyze_inputs`).
+    """Analyze every trace in ``directory`` as the ranks of one job (see :func:`analyze_inputs`),
+    under the project's ``[tool.tracedoc]`` found from the folder up, then from the working
+    directory up (:meth:`tracedoc.settings.Settings.resolve`; the explicit arguments win).
 
     A trace that cannot be analyzed is listed in ``failed`` and the rest analyzed, unless
     ``strict``. ``thresholds``, ``min_saving_ms`` and ``min_saving_share`` apply to every
@@ -299,19 +305,23 @@ def analyze_directory(
             two traces of the same rank.
         RuleError: a bad ``select``/``ignore`` selector or rule file.
     """
+    from tracedoc.settings import Settings
+
+    # the project's [tool.tracedoc], found from the folder as for a single trace; explicit arguments win
+    settings = Settings.resolve(directory, select=select, ignore=ignore, rule_paths=list(rule_paths or ()))
     out = analyze_inputs(
         [str(directory)],
         jobs=jobs,
         scheduler=scheduler,
-        select=select,
-        ignore=ignore,
-        rule_paths=rule_paths,
+        select=list(settings.select) if settings.select is not None else None,
+        ignore=list(settings.ignore) if settings.ignore is not None else None,
+        rule_paths=list(settings.rule_paths),
         ranks=True,
         follow_symlinks=follow_symlinks,
         strict=strict,
         cache_dir=cache_dir,
         progress=progress,
-        thresholds=thresholds,
+        thresholds=thresholds if thresholds is not None else (settings.threshold_map or None),
         min_saving_ms=min_saving_ms,
         min_saving_share=min_saving_share,
     )

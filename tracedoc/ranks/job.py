@@ -152,6 +152,7 @@ def analyze_one(
     cache_dir: str | None = None,
     min_saving_ms: float | None = None,
     min_saving_share: float | None = None,
+    max_bytes: int | None = None,
 ) -> RankResult:
     """Load and analyze one trace; errors come back as data (they cross processes).
 
@@ -166,11 +167,14 @@ def analyze_one(
         min_saving_ms, min_saving_share: the finding floors of
             :func:`tracedoc.engine.analyze_trace` (``--min-saving-ms``/``--min-saving-share``;
             None: the engine's defaults).
+        max_bytes: the largest trace accepted (``--max-trace-bytes``; None: the default).
     """
     import time
 
-    from tracedoc.engine import analyze_trace, load_rules
+    from tracedoc import pipeline
+    from tracedoc.engine import load_rules
     from tracedoc.load import load
+    from tracedoc.settings import Settings
 
     t0, c0 = time.perf_counter(), time.thread_time()
     out = RankResult(path=path)
@@ -180,17 +184,16 @@ def analyze_one(
             from tracedoc.cache import default_cache
 
             cache = default_cache(cache_dir)
-        trace = load(path, workers=decode_workers, cache=cache)
+        trace = load(path, workers=decode_workers, cache=cache, max_bytes=max_bytes)
         if rules is None:
             rules = load_rules(rule_paths)
-        report = analyze_trace(
-            trace,
-            rules=rules,
-            select=select,
-            ignore=ignore,
+        settings = Settings(
+            select=tuple(select) if select is not None else None,
+            ignore=tuple(ignore) if ignore is not None else None,
             min_saving_ms=min_saving_ms,
             min_saving_share=min_saving_share,
         )
+        report = pipeline.analyze(trace, settings, rules=rules)
         out.collectives = extract_collectives(trace)
     except TracedocError as exc:
         out.error = str(exc)

@@ -221,7 +221,7 @@ def recoverable_ms(report: Report) -> float:
     """The headline, ms per step: the step model's replay of every replayed finding's fix
     together (``report.recoverable``), never more than it; on a trace the model cannot replay,
     the sum of the findings' granted savings, capped at the step time (findings claim disjoint
-    slices of the step: DESIGN.md, "the idle ledger")."""
+    slices of the step: the idle ledger, docs/architecture.md)."""
     rec = getattr(report, "recoverable", None)
     if rec is not None:
         return float(rec["ms"])
