@@ -36,8 +36,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tracedoc import analyze  # noqa: E402
 from tracedoc.diff import RANGE_WIDENING, predicted_vs_measured  # noqa: E402
-from tracedoc.engine import analyze  # noqa: E402
 
 #: The tolerance of the issue's target: |error| on the median-step change.
 TARGET = 0.25

@@ -20,10 +20,9 @@ are imported on first use, so the command line can start decoding a large trace 
 parallel worker processes while pandas is still being imported.
 """
 
-__version__ = "0.1.0"
-
 import os as _os  # noqa: E402
 
+from tracedoc._version import __version__  # noqa: E402
 from tracedoc.errors import TracedocError, TraceLoadError  # noqa: E402
 from tracedoc.load import load as _load  # noqa: E402
 

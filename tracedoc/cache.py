@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from tracedoc import __version__
+from tracedoc._version import __version__
 
 if TYPE_CHECKING:
     from tracedoc.trace import Trace

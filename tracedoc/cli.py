@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tracedoc import __version__
+from tracedoc._version import __version__
 from tracedoc.errors import TracedocError
 
 app = typer.Typer(
@@ -351,7 +351,7 @@ def analyze(
     if strict and not code:  # --exit-zero forgives findings, not an incomplete analysis
         skipped = _skipped_of(report)
         if skipped:
-            from tracedoc.report.render import plural
+            from tracedoc.text import plural
 
             err_console.print(
                 f"tracedoc: strict: incomplete analysis, {plural(len(skipped), 'selected rule')} skipped: "
@@ -467,7 +467,7 @@ def _open_output(output: Optional[Path]):
 
 
 def _multi_summary(mr) -> str:
-    from tracedoc.report.render import plural
+    from tracedoc.text import plural
 
     n_findings = sum(len(r.report.findings) for r in mr.ranks if r.report)
     n_err = sum(1 for r in mr.ranks if r.error)
@@ -499,7 +499,8 @@ def _emit_many_traces(report, format: Format, output=None, quiet=False, color=Co
         TracedocError: a format that describes one trace or one job (github, sarif, html).
     """
     from tracedoc.ranks.render import render_multi_markdown, render_multi_text
-    from tracedoc.report.render import JsonRenderer, plural
+    from tracedoc.report.render import JsonRenderer
+    from tracedoc.text import plural
 
     if format not in (Format.text, Format.json, Format.markdown):
         raise TracedocError(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from tracedoc.engine.rules import Finding, Rule, Skipped, builtin_rules, load_rules, select_rules
@@ -15,7 +14,6 @@ __all__ = [
     "Finding",
     "Rule",
     "Skipped",
-    "analyze",
     "analyze_trace",
     "builtin_rules",
     "load_rules",
@@ -277,35 +275,3 @@ def _recoverable(combined: tuple[float, list[str]] | None, findings: list[Findin
     ms, codes = combined
     rest = [f.code for f in findings if f.code not in codes and f.estimated_saving_ms is not None]
     return {"ms": ms, "basis": "replay", "findings": codes, "not_replayed": rest}
-
-
-def analyze(
-    path: str | os.PathLike[str],
-    select: list[str] | None = None,
-    ignore: list[str] | None = None,
-    rules: list[Rule] | None = None,
-    min_saving_ms: float | None = None,
-    min_saving_share: float | None = None,
-) -> Report:
-    """Load a trace file and analyze it under the project's ``[tool.tracedoc]`` settings
-    (:func:`tracedoc.pipeline.analyze`; the explicit arguments win; see :func:`analyze_trace`).
-
-    Args:
-        rules: the rules to evaluate; default the built-in ones. Add your own with
-            ``tracedoc.engine.load_rules(["my_rules/"])``.
-
-    Raises:
-        tracedoc.errors.TraceLoadError: the file is not a readable trace.
-        tracedoc.errors.RuleError: a bad selector.
-    """
-    from tracedoc import pipeline
-    from tracedoc.settings import Settings
-
-    settings = Settings.resolve(
-        path, select=select, ignore=ignore, min_saving_ms=min_saving_ms, min_saving_share=min_saving_share
-    )
-    if rules is not None and settings.thresholds:
-        from tracedoc.config import apply_thresholds
-
-        rules = apply_thresholds(rules, settings.threshold_map, settings.config_path)
-    return pipeline.analyze(path, settings, rules=rules)

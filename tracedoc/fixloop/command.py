@@ -265,7 +265,7 @@ def _run(
     from tracedoc.fixloop.loop import FixLoop, LoopOptions, Terminated, start_config
     from tracedoc.fixloop.runner import SubprocessRunner
     from tracedoc.fixloop.summary import render_markdown, render_notes, render_table
-    from tracedoc.report.render import plural
+    from tracedoc.text import plural
 
     timeout, kill_grace = limits
     from tracedoc.errors import RuleError

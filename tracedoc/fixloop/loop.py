@@ -344,7 +344,7 @@ class FixLoop:
         while True:
             done = len(self.records) - 1
             if done >= self.options.max_trials:
-                from tracedoc.report.render import plural
+                from tracedoc.text import plural
 
                 self.stop_reason = f"trial budget spent ({plural(self.options.max_trials, 'trial')})"
                 return

@@ -148,7 +148,7 @@ def decide(incumbent: list[float], candidate: list[float], min_gain: float = 0.0
     if verdict == "undecided" and final:
         verdict = "inconclusive"
     noisy = inc_cv > NOISY_CV or cand_cv > NOISY_CV
-    from tracedoc.report.render import plural
+    from tracedoc.text import plural
 
     reason = (
         f"median ratio {statistics.median(ratios):.3f} over {plural(n, 'A/B round')}; {why} "

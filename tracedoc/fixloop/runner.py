@@ -132,9 +132,7 @@ def analyzer_with_rules(paths: list[Path]) -> Callable[[Path], dict[str, Any]]:
 
 
 def _package_root() -> str:
-    import tracedoc.fixloop
-
-    return str(Path(tracedoc.fixloop.__file__).resolve().parents[2])
+    return str(Path(__file__).resolve().parents[2])  # tracedoc/fixloop/runner.py -> the source root
 
 
 def trial_env(python: str) -> dict[str, str]:

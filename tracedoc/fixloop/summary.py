@@ -324,7 +324,7 @@ def render_table(summary: dict[str, Any], width: int | None = None) -> Table:
     from rich.markup import escape
     from rich.table import Table
 
-    from tracedoc.report.render import middle_ellipsis
+    from tracedoc.text import middle_ellipsis
 
     style = {
         "kept": "green",

@@ -48,7 +48,7 @@ def _mtia_devices(frames: dict[str, Any], described: list[Device]) -> list[Devic
 
 
 def _events(n: int) -> str:
-    from tracedoc.report.render import plural  # only on an error path: rich is not imported to load
+    from tracedoc.text import plural  # only on an error path: rich is not imported to load
 
     return plural(n, "event")
 

@@ -60,7 +60,7 @@ def analyze_many(
 
     from tracedoc.ranks.discover import describe_skipped
     from tracedoc.ranks.executors import analyze_inputs
-    from tracedoc.report.render import plural
+    from tracedoc.text import plural
 
     report = analyze_inputs(
         paths,

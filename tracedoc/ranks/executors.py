@@ -37,7 +37,7 @@ def run_pool(
     """Run :func:`analyze_one` on every file in ``jobs`` local processes (1: in this one).
 
     Returns the results in ``files`` order."""
-    from tracedoc.report.render import plural
+    from tracedoc.text import plural
 
     if jobs <= 1:
         out = []
@@ -83,7 +83,7 @@ def run_dask(
         raise SchedulerError("--scheduler needs the dask extra: pip install 'tracedoc[dask]'") from None
     import logging
 
-    from tracedoc.report.render import plural
+    from tracedoc.text import plural
 
     logging.getLogger("distributed").setLevel(logging.ERROR)  # its INFO lines are not our output
     cluster = None
@@ -206,7 +206,7 @@ def analyze_inputs(
         SchedulerError: the Dask scheduler cannot be used.
     """
     from tracedoc.engine.rules import load_rules, select_rules
-    from tracedoc.report.render import plural
+    from tracedoc.text import plural
 
     found: Discovery = discover(inputs, follow_symlinks=follow_symlinks)
     files = found.files

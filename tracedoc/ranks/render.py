@@ -21,7 +21,7 @@ def render_text(mr: MultiRankReport, console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tracedoc.report.render import middle_ellipsis, plural
+    from tracedoc.text import middle_ellipsis, plural
 
     s = mr.summary
     console.print(f"[bold]tracedoc[/] {escape(mr.directory)}: {plural(s['n_ranks'], 'trace')}")
@@ -84,7 +84,7 @@ def render_text(mr: MultiRankReport, console: Any) -> None:
 def _print_collectives(s: dict, console: Any) -> None:
     from rich.markup import escape
 
-    from tracedoc.report.render import plural
+    from tracedoc.text import plural
 
     c = s.get("collectives")
     if not c:
@@ -170,7 +170,7 @@ def render_multi_markdown(mt: MultiTraceReport) -> str:
 
 def render_markdown(mr: MultiRankReport) -> str:
     """A Markdown multi-rank summary."""
-    from tracedoc.report.render import plural
+    from tracedoc.text import plural
 
     s = mr.summary
     lines = [

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tracedoc import __version__
+from tracedoc._version import __version__
 from tracedoc.ranks.job import RankResult
 from tracedoc.report.model import SCHEMA_VERSION
 

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tracedoc.diff import OFFSET_MIN_MS, DiffResult
-from tracedoc.report.render import plural
+from tracedoc.text import plural
 
 
 def _ms(v: float | None, signed: bool = False) -> str:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tracedoc import __version__
+from tracedoc._version import __version__
 
 if TYPE_CHECKING:  # annotations only: importing the engine here would be circular
     from tracedoc.engine.claims import AlsoTrue

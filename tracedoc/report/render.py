@@ -31,6 +31,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracedoc.report.model import Report
+from tracedoc.text import middle_ellipsis, plural  # noqa: F401  (re-exported)
 
 BREAKDOWN = (  # signal, label, colour, glyph without colour
     ("kernel_share", "kernel", "green", "█"),
@@ -51,30 +52,6 @@ ORDER_NOTE = "ranked by estimated saving per step, largest first (then severity)
 
 #: Evidence table columns that hold trace names (shortened, middle ellipsis).
 NAME_COLUMNS = ("kernel", "op", "copy", "name")
-
-
-def plural(n: int, word: str, plural_word: str | None = None) -> str:
-    """``"1 trace"``, ``"2 traces"``: the count and the word, pluralised (``plural_word``
-    when the plural is not ``word + "s"``)."""
-    return f"{n} {word if n == 1 else (plural_word or word + 's')}"
-
-
-def middle_ellipsis(text: str, width: int) -> str:
-    """``text`` shortened to at most ``width`` characters by replacing its middle with ``…``.
-
-    The end of a kernel name (its template and parameter list) tells kernels apart as much
-    as its start, so both ends are kept; the head gets the extra character. ``width < 1``
-    gives ``""``.
-    """
-    if len(text) <= width:
-        return text
-    if width < 1:
-        return ""
-    if width == 1:
-        return "…"
-    head = (width - 1 + 1) // 2
-    tail = width - 1 - head
-    return text[:head] + "…" + (text[-tail:] if tail else "")
 
 
 def short_name(name: str, limit: int = 70) -> str:

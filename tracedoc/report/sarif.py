@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import orjson
 
-from tracedoc import __version__
+from tracedoc._version import __version__
 from tracedoc.report.render import dedupe_vendor, fix_text
 
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
