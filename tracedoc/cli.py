@@ -234,12 +234,23 @@ def analyze(
         raise fail(f"{output}: cannot write (no such directory)")
     loaded = None
     try:
+        from tracedoc.settings import Settings
+
         cfg = load_config(trace)
-        select = split_selectors(select) if select is not None else cfg.select
-        ignore = split_selectors(ignore) if ignore is not None else cfg.ignore
-        fail_level = fail_on.value if fail_on is not None else (cfg.fail_on or "info")
-        strict = strict or cfg.strict
-        rule_paths = [*cfg.rules, *(rules or [])]
+        settings = Settings.from_config(
+            cfg,
+            select=split_selectors(select),
+            ignore=split_selectors(ignore),
+            rule_paths=rules or (),
+            fail_on=fail_on.value if fail_on is not None else None,
+            strict=strict,
+            min_saving_ms=min_saving_ms,
+            min_saving_share=min_saving_share,
+            max_trace_bytes=max_bytes,
+        )
+        select = list(settings.select) if settings.select is not None else None
+        ignore = list(settings.ignore) if settings.ignore is not None else None
+        fail_level, strict, rule_paths = settings.fail_on, settings.strict, list(settings.rule_paths)
 
         def prepare_rules() -> list:
             from tracedoc.engine.rules import load_rules  # imports pandas
@@ -267,7 +278,7 @@ def analyze(
                     scheduler=scheduler,
                     select=select,
                     ignore=ignore,
-                    rule_paths=[str(r) for r in rule_paths],
+                    rule_paths=rule_paths,
                     ranks=ranks,
                     follow_symlinks=follow_symlinks,
                     strict=strict,
@@ -292,25 +303,12 @@ def analyze(
                         soft_wrap=True,
                     )
                 from tracedoc import pipeline
-                from tracedoc.settings import Settings
 
                 if all_rules is None:
                     all_rules = prepare_rules()
 
                 if progress:
                     progress("computing signals and rules")
-                settings = Settings(
-                    select=tuple(select) if select is not None else None,
-                    ignore=tuple(ignore) if ignore is not None else None,
-                    rule_paths=tuple(str(r) for r in rule_paths),
-                    thresholds=tuple((k, tuple(v.items())) for k, v in cfg.thresholds.items()),
-                    config_path=str(cfg.path) if cfg.path else None,
-                    fail_on=fail_level,
-                    strict=strict,
-                    min_saving_ms=min_saving_ms,
-                    min_saving_share=min_saving_share,
-                    max_trace_bytes=max_bytes,
-                )
                 report = pipeline.analyze(
                     loaded,
                     settings,

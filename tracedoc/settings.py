@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracedoc.errors import RuleError
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -71,7 +69,34 @@ class Settings:
         """
         from tracedoc.config import load_config
 
-        cfg = load_config(Path(start) if start is not None and str(start) != "-" else None)
+        return cls.from_config(
+            load_config(Path(start) if start is not None and str(start) != "-" else None),
+            select=select,
+            ignore=ignore,
+            rule_paths=rule_paths,
+            fail_on=fail_on,
+            strict=strict,
+            min_saving_ms=min_saving_ms,
+            min_saving_share=min_saving_share,
+            max_trace_bytes=max_trace_bytes,
+        )
+
+    @classmethod
+    def from_config(
+        cls,
+        cfg: Any,
+        *,
+        select: list[str] | tuple[str, ...] | None = None,
+        ignore: list[str] | tuple[str, ...] | None = None,
+        rule_paths: list[str | Path] | tuple[str | Path, ...] = (),
+        fail_on: str | None = None,
+        strict: bool = False,
+        min_saving_ms: float | None = None,
+        min_saving_share: float | None = None,
+        max_trace_bytes: int | None = None,
+    ) -> Settings:
+        """The settings of an already loaded :class:`tracedoc.config.Config`, with the explicit
+        options winning as in :meth:`resolve` (which reads the file and calls this)."""
         sel = select if select is not None else cfg.select
         ign = ignore if ignore is not None else cfg.ignore
         return cls(
@@ -107,12 +132,11 @@ class Settings:
 @functools.lru_cache(maxsize=8)
 def _rules(settings: Settings) -> tuple[Any, ...]:
     from tracedoc.config import apply_thresholds
-    from tracedoc.engine.rules import load_rules
+    from tracedoc.engine.rules import load_rules, select_rules
 
     rules = load_rules(list(settings.rule_paths))
     if settings.thresholds:
         rules = apply_thresholds(rules, settings.threshold_map, settings.config_path)
-    for sel in (*(settings.select or ()), *(settings.ignore or ())):
-        if not any(sel == r.name or r.code.startswith(sel.upper()) for r in rules):
-            raise RuleError(f"no rule matches {sel!r} (see `tracedoc rules`)")
+    # the selectors checked by the engine's own check (a RuleError naming the one that matches nothing)
+    select_rules(rules, list(settings.select or ()), list(settings.ignore or ()))
     return tuple(rules)

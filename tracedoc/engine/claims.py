@@ -22,7 +22,7 @@ trace is capped by the step alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from tracedoc.engine.rules import Finding
@@ -225,14 +225,7 @@ class AlsoTrue:
     uncapped_saving_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "name": self.name,
-            "overlaps": self.overlaps,
-            "why": self.why,
-            "estimated_saving_ms": self.estimated_saving_ms,
-            "uncapped_saving_ms": self.uncapped_saving_ms,
-        }
+        return asdict(self)  # every field, in order: the schema's also_true entry
 
 
 def also_true(below: list[Finding], ranked: list[Finding], floor_ms: float) -> list[AlsoTrue]:

@@ -119,18 +119,6 @@ def trial_analyzer(settings: Any) -> Callable[[Path], dict[str, Any]]:
     return analyze
 
 
-def analyzer_with_rules(paths: list[Path]) -> Callable[[Path], dict[str, Any]]:
-    """:func:`trial_analyzer` with the built-in rules plus the rule files in ``paths``, under
-    the settings resolved from the working directory.
-
-    Raises:
-        tracedoc.errors.RuleError: see :func:`trial_analyzer`.
-    """
-    from tracedoc.settings import Settings
-
-    return trial_analyzer(Settings.resolve(None, rule_paths=list(paths)))
-
-
 def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])  # tracedoc/fixloop/runner.py -> the source root
 

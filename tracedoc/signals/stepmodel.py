@@ -731,11 +731,13 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
     return _Replay(out_s, out_e, path)
 
 
+#: Column of each cause in a path row (built once: the walk adds to it per node on the path).
+_COL = {c_: j for j, c_ in enumerate(PATH_CAUSES)}
 _GAP_CAUSES = ("startup", "dataloader", "zero_grad", "optimizer_step", "launch_overhead")
 
 
 def _add_cpu(path_k: np.ndarray, amount: float, shares: np.ndarray) -> None:
-    col = {c_: j for j, c_ in enumerate(PATH_CAUSES)}
+    col = _COL
     for j, cause in enumerate(_GAP_CAUSES):
         path_k[col[cause]] += amount * shares[j]
     path_k[col["other_cpu"]] += amount * max(1.0 - float(shares.sum()), 0.0)
@@ -758,7 +760,7 @@ def _walk(
     start, end, c, last_end = times
     cpu_node, last_node = ends
     na, n_ev = sch.a_ts.size, dur.size
-    col = {c_: j for j, c_ in enumerate(PATH_CAUSES)}
+    col = _COL
     if c > last_end + TIE_US or last_node < 0:
         t_cpu = float(nend[cpu_node]) if cpu_node >= 0 else start
         _add_cpu(path[k], max(end - max(t_cpu, start), 0.0), tail_shares)
