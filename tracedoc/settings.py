@@ -47,39 +47,17 @@ class Settings:
     max_trace_bytes: int | None = None
 
     @classmethod
-    def resolve(
-        cls,
-        start: str | Path | None,
-        *,
-        select: list[str] | tuple[str, ...] | None = None,
-        ignore: list[str] | tuple[str, ...] | None = None,
-        rule_paths: list[str | Path] | tuple[str | Path, ...] = (),
-        fail_on: str | None = None,
-        strict: bool = False,
-        min_saving_ms: float | None = None,
-        min_saving_share: float | None = None,
-        max_trace_bytes: int | None = None,
-    ) -> Settings:
+    def resolve(cls, start: str | Path | None, **options: Any) -> Settings:
         """The settings for a trace at ``start``: ``[tool.tracedoc]`` (``TRACEDOC_NO_CONFIG=1``
-        ignores it), with the explicit options winning (selectors replace the file's; extra
-        rule paths are added to its own).
+        ignores it), with the explicit ``options`` (the keywords of :meth:`from_config`)
+        winning: selectors replace the file's; extra rule paths are added to its own.
 
         Raises:
             tracedoc.config.ConfigError: a malformed ``[tool.tracedoc]`` table.
         """
         from tracedoc.config import load_config
 
-        return cls.from_config(
-            load_config(Path(start) if start is not None and str(start) != "-" else None),
-            select=select,
-            ignore=ignore,
-            rule_paths=rule_paths,
-            fail_on=fail_on,
-            strict=strict,
-            min_saving_ms=min_saving_ms,
-            min_saving_share=min_saving_share,
-            max_trace_bytes=max_trace_bytes,
-        )
+        return cls.from_config(load_config(Path(start) if start is not None and str(start) != "-" else None), **options)
 
     @classmethod
     def from_config(
