@@ -9,6 +9,7 @@ the running trial's process group is stopped. Nothing heavy (torch, pandas) is i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -16,6 +17,7 @@ import re
 import shutil
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Optional
 
@@ -140,11 +142,50 @@ def _install_signal_handlers() -> dict:
     return previous
 
 
+@contextlib.contextmanager
+def _signals_raise_terminated() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise :class:`tracedoc.fixloop.loop.Terminated`
+    (:func:`_install_signal_handlers`); on leaving it they get their default action back."""
+    previous = _install_signal_handlers()
+    try:
+        yield
+    finally:
+        for sig in previous:  # the report is written; a late SIGTERM/SIGHUP just ends the process
+            signal.signal(sig, signal.SIG_DFL)
+
+
 def _fail(console, message: str, code: int = 2) -> typer.Exit:
     from rich.markup import escape
 
     console.print(f"tracedoc: [red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     return typer.Exit(code)
+
+
+def _resolve_format(err, format_: str) -> str:
+    """The ``--format`` to use: a deprecated name is replaced by its current one (with a
+    warning on stderr); an unknown one fails (exit 2)."""
+    if format_ in DEPRECATED_FORMATS:
+        new = DEPRECATED_FORMATS[format_]
+        err.print(f"tracedoc: warning: --format {format_} is deprecated; use --format {new}", highlight=False)
+        format_ = new
+    if format_ not in FORMATS:
+        raise _fail(err, f"--format must be one of {', '.join(FORMATS)}, not {format_!r}")
+    return format_
+
+
+def _check_limits(
+    err, max_trials: int, timeout: float, kill_grace: float, min_gain: float, ab_rounds: int, max_rounds: int
+) -> None:
+    """Fail (exit 2) when a numeric option is out of range (seconds for ``timeout`` and
+    ``kill_grace``, a fraction for ``min_gain``)."""
+    if not (math.isfinite(timeout) and math.isfinite(min_gain)):
+        raise _fail(err, "--timeout and --min-gain must be finite numbers")
+    if not (math.isfinite(kill_grace) and 0 < kill_grace <= 3600):
+        raise _fail(err, "--kill-grace must be a number of seconds in (0, 3600]")
+    if max_trials < 0 or timeout <= 0 or min_gain < 0:
+        raise _fail(err, "--max-trials and --min-gain must be >= 0 and --timeout > 0")
+    if ab_rounds < 5 or max_rounds < ab_rounds or max_rounds > 100:
+        raise _fail(err, "--ab-rounds must be >= 5 and --max-rounds between --ab-rounds and 100")
 
 
 def fix_loop(
@@ -205,23 +246,10 @@ def fix_loop(
     err = Console(stderr=True)
     if not workload.is_file():
         raise _fail(err, f"{workload}: workload file not found")
-    if format_ in DEPRECATED_FORMATS:
-        new = DEPRECATED_FORMATS[format_]
-        err.print(f"tracedoc: warning: --format {format_} is deprecated; use --format {new}", highlight=False)
-        format_ = new
-    if format_ not in FORMATS:
-        raise _fail(err, f"--format must be one of {', '.join(FORMATS)}, not {format_!r}")
-    if not (math.isfinite(timeout) and math.isfinite(min_gain)):
-        raise _fail(err, "--timeout and --min-gain must be finite numbers")
-    if not (math.isfinite(kill_grace) and 0 < kill_grace <= 3600):
-        raise _fail(err, "--kill-grace must be a number of seconds in (0, 3600]")
-    if max_trials < 0 or timeout <= 0 or min_gain < 0:
-        raise _fail(err, "--max-trials and --min-gain must be >= 0 and --timeout > 0")
-    if ab_rounds < 5 or max_rounds < ab_rounds or max_rounds > 100:
-        raise _fail(err, "--ab-rounds must be >= 5 and --max-rounds between --ab-rounds and 100")
+    format_ = _resolve_format(err, format_)
+    _check_limits(err, max_trials, timeout, kill_grace, min_gain, ab_rounds, max_rounds)
     sets = list(set_ or [])
-    previous = _install_signal_handlers()
-    try:
+    with _signals_raise_terminated():
         _run(
             err,
             workload,
@@ -238,9 +266,44 @@ def fix_loop(
             ab_rounds,
             max_rounds,
         )
-    finally:
-        for sig in previous:  # the report is written; a late SIGTERM/SIGHUP just ends the process
-            signal.signal(sig, signal.SIG_DFL)
+
+
+def _trial_analyzer(err, workload: Path, rules):
+    """The analysis every trial's trace gets: the project's settings, resolved once (the
+    workload's folder up, then the working directory) with the ``--rules`` files added.
+    A bad rule file or a malformed ``[tool.tracedoc]`` fails (exit 2)."""
+    from tracedoc.errors import RuleError, TracedocError
+    from tracedoc.fixloop.runner import trial_analyzer
+    from tracedoc.settings import Settings
+
+    try:  # resolved once (the workload's folder up, then the working directory) for every trial
+        return trial_analyzer(Settings.resolve(workload, rule_paths=list(rules or ())))
+    except RuleError as exc:
+        raise _fail(err, f"--rules: {exc}") from None
+    except TracedocError as exc:  # a malformed [tool.tracedoc]
+        raise _fail(err, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a rule file the loader did not validate (e.g. knobs = 5)
+        raise _fail(err, f"--rules: invalid rule file: {type(exc).__name__}: {exc}") from None
+
+
+def _print_report(summary: dict, format_: str) -> None:
+    """Write the loop's report on stdout: JSON, Markdown, or the text table and its notes
+    (160 columns wide when stdout is not a terminal and ``$COLUMNS`` is unset)."""
+    from rich.console import Console
+
+    from tracedoc.fixloop.summary import render_markdown, render_notes, render_table
+
+    if format_ == "json":
+        typer.echo(json.dumps(summary, indent=2))
+    elif format_ == "markdown":
+        typer.echo(render_markdown(summary))
+    else:
+        out_console = Console()
+        if not out_console.is_terminal and "COLUMNS" not in os.environ:
+            out_console = Console(width=160)  # a log or a pipe: do not squeeze the table to 80 columns
+        out_console.print(render_table(summary))
+        for note in render_notes(summary):
+            out_console.print(f"  {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _run(
@@ -259,27 +322,13 @@ def _run(
     ab_rounds,
     max_rounds,
 ) -> None:
-    from rich.console import Console
-
     from tracedoc.errors import TracedocError
     from tracedoc.fixloop.loop import FixLoop, LoopOptions, Terminated, start_config
     from tracedoc.fixloop.runner import SubprocessRunner
-    from tracedoc.fixloop.summary import render_markdown, render_notes, render_table
     from tracedoc.text import plural
 
     timeout, kill_grace = limits
-    from tracedoc.errors import RuleError
-    from tracedoc.fixloop.runner import trial_analyzer
-    from tracedoc.settings import Settings
-
-    try:  # resolved once (the workload's folder up, then the working directory) for every trial
-        analyze = trial_analyzer(Settings.resolve(workload, rule_paths=list(rules or ())))
-    except RuleError as exc:
-        raise _fail(err, f"--rules: {exc}") from None
-    except TracedocError as exc:  # a malformed [tool.tracedoc]
-        raise _fail(err, str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - a rule file the loader did not validate (e.g. knobs = 5)
-        raise _fail(err, f"--rules: invalid rule file: {type(exc).__name__}: {exc}") from None
+    analyze = _trial_analyzer(err, workload, rules)
     try:
         runner = SubprocessRunner(workload, timeout_s=timeout, analyze=analyze, kill_grace_s=kill_grace)
         spec = runner.describe()
@@ -311,17 +360,7 @@ def _run(
     )
     summary = loop.run()
 
-    if format_ == "json":
-        typer.echo(json.dumps(summary, indent=2))
-    elif format_ == "markdown":
-        typer.echo(render_markdown(summary))
-    else:
-        out_console = Console()
-        if not out_console.is_terminal and "COLUMNS" not in os.environ:
-            out_console = Console(width=160)  # a log or a pipe: do not squeeze the table to 80 columns
-        out_console.print(render_table(summary))
-        for note in render_notes(summary):
-            out_console.print(f"  {note}", markup=False, highlight=False, soft_wrap=True)
+    _print_report(summary, format_)
     err.print(f"wrote {out_dir}/summary.json, summary.md, final_config.json", highlight=False, soft_wrap=True)
     if summary["interrupted"]:
         raise typer.Exit(128 + summary["signal"] if summary.get("signal") else 130)

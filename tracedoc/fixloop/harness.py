@@ -181,9 +181,6 @@ def measure(
         = batch_size * timed / seconds, step time in ms), plus ``batch_size``, ``steps``,
         ``trace`` (file name) and ``device`` (:func:`device_info`).
     """
-    import torch
-    from torch.profiler import ProfilerActivity, profile, schedule
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     measure_only = os.environ.get(MEASURE_ONLY_ENV) == "1"
@@ -201,12 +198,30 @@ def measure(
             "device": device_info(device),
         }
 
+    _record_trace(step, device, out_dir / TRACE_NAME, steps, host_info(dataloader_workers, amp))
+    synchronize(device)
+
+    samples_per_s, step_time_ms = _timed_windows(step, batch_size, device, steps.timed, steps.repeats)
+    return {
+        "samples_per_s": samples_per_s,
+        "step_time_ms": step_time_ms,
+        "batch_size": batch_size,
+        "steps": steps.__dict__,
+        "trace": TRACE_NAME,
+        "device": device_info(device),
+    }
+
+
+def _record_trace(step: Callable[[], None], device: str, trace_path: Path, steps: Steps, host: dict[str, Any]) -> None:
+    """Run the profiled steps (``steps.profile_wait + profile_warmup + profile_active``) under
+    ``torch.profiler`` and export the active ones to ``trace_path`` (gzipped Chrome trace),
+    with ``host`` (:func:`host_info`) under the top-level key :data:`HOST_METADATA_KEY`."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
     activities = [ProfilerActivity.CPU]
     if torch.device(device).type == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    trace_path = out_dir / TRACE_NAME
-
-    host = host_info(dataloader_workers, amp)
 
     def export(prof) -> None:
         prof.export_chrome_trace(str(trace_path))  # a ".gz" path is written gzipped
@@ -224,17 +239,6 @@ def measure(
             step()
             prof.add_metadata_json(HOST_METADATA_KEY, host_json)  # kept only while a session records
             prof.step()
-    synchronize(device)
-
-    samples_per_s, step_time_ms = _timed_windows(step, batch_size, device, steps.timed, steps.repeats)
-    return {
-        "samples_per_s": samples_per_s,
-        "step_time_ms": step_time_ms,
-        "batch_size": batch_size,
-        "steps": steps.__dict__,
-        "trace": TRACE_NAME,
-        "device": device_info(device),
-    }
 
 
 def _timed_windows(

@@ -56,6 +56,42 @@ def run_pool(
         return out
 
 
+def _start_local_cluster(n_workers: int):
+    """Start a :class:`distributed.LocalCluster` of ``n_workers`` single-threaded, forked
+    worker processes on this machine (no dashboard, quiet logs), and return it."""
+    import logging
+
+    import dask
+    from distributed import LocalCluster
+
+    import tracedoc.engine  # noqa: F401  (imported once here, inherited by the forked workers)
+
+    # fork, not Dask's default spawn: a spawned worker and its nanny re-import
+    # distributed, pandas and tracedoc (about 3 s of CPU per worker, measured in
+    # docs/scale.md); forked ones inherit them, as the process pool's workers do
+    # and fewer wake-ups of each worker's event loop: every wake-up takes the GIL
+    # from the analysis thread, and on a busy machine waiting to get it back costs
+    # far more than the wake-up itself (measured in docs/scale.md). No statistical
+    # profiler (a sample every 10 ms; a result carries no profile anyway), the
+    # blocked-loop tick every 2 s instead of 20 ms, the memory monitor every 1 s
+    # instead of 100 ms, the system monitor every 5 s instead of 0.5 s.
+    settings = {
+        "distributed.worker.multiprocessing-method": "fork",
+        "distributed.worker.profile.enabled": False,
+        "distributed.admin.tick.interval": "2s",
+        "distributed.worker.memory.monitor-interval": "1s",
+        "distributed.admin.system-monitor.interval": "5s",
+    }
+    with dask.config.set(settings):
+        return LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+
+
 def run_dask(
     files: list[str],
     kwargs: dict,
@@ -78,7 +114,7 @@ def run_dask(
         SchedulerError: ``distributed`` is not installed, or the scheduler cannot be reached.
     """
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client
     except ImportError:
         raise SchedulerError("--scheduler needs the dask extra: pip install 'tracedoc[dask]'") from None
     import logging
@@ -89,35 +125,7 @@ def run_dask(
     cluster = None
     try:
         if scheduler == "local":
-            import dask
-
-            import tracedoc.engine  # noqa: F401  (imported once here, inherited by the forked workers)
-
-            n = workers or min(hostfacts.cpu_cores(), max(1, len(files)))
-            # fork, not Dask's default spawn: a spawned worker and its nanny re-import
-            # distributed, pandas and tracedoc (about 3 s of CPU per worker, measured in
-            # docs/scale.md); forked ones inherit them, as the process pool's workers do
-            # and fewer wake-ups of each worker's event loop: every wake-up takes the GIL
-            # from the analysis thread, and on a busy machine waiting to get it back costs
-            # far more than the wake-up itself (measured in docs/scale.md). No statistical
-            # profiler (a sample every 10 ms; a result carries no profile anyway), the
-            # blocked-loop tick every 2 s instead of 20 ms, the memory monitor every 1 s
-            # instead of 100 ms, the system monitor every 5 s instead of 0.5 s.
-            settings = {
-                "distributed.worker.multiprocessing-method": "fork",
-                "distributed.worker.profile.enabled": False,
-                "distributed.admin.tick.interval": "2s",
-                "distributed.worker.memory.monitor-interval": "1s",
-                "distributed.admin.system-monitor.interval": "5s",
-            }
-            with dask.config.set(settings):
-                cluster = LocalCluster(
-                    n_workers=n,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    silence_logs=logging.ERROR,
-                )
+            cluster = _start_local_cluster(workers or min(hostfacts.cpu_cores(), max(1, len(files))))
             client = Client(cluster)
         else:
             client = Client(scheduler, timeout=os.environ.get("TRACEDOC_DASK_TIMEOUT", "10s"))
@@ -153,6 +161,102 @@ def _decide_rank_mode(results: list[RankResult]) -> bool:
     if len(sizes) > 1:
         return False
     return not sizes or max(ranks) < next(iter(sizes))
+
+
+def _prepared_rules(
+    rules: list | None,
+    rule_paths: list[str] | None,
+    thresholds: dict[str, dict[str, float]] | None,
+    select: list[str] | None,
+    ignore: list[str] | None,
+) -> list:
+    """The rules every worker gets: ``rules`` (None: the built-in ones plus ``rule_paths``,
+    parsed once here) with the ``thresholds`` overrides applied, after checking that
+    ``select``/``ignore`` are valid selectors for them (RuleError, ConfigError otherwise)."""
+    from tracedoc.engine.rules import load_rules, select_rules
+
+    if rules is None:
+        rules = load_rules(rule_paths)  # parsed once; a bad rule file fails before any worker starts
+    if thresholds:
+        from tracedoc.config import apply_thresholds
+
+        rules = apply_thresholds(rules, thresholds)
+    select_rules(rules, select, ignore)
+    return rules
+
+
+def _execute(
+    files: list[str],
+    kwargs: dict,
+    jobs: int | None,
+    scheduler: str | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[list[RankResult], dict]:
+    """Run :func:`analyze_one` on ``files`` with Dask (``scheduler`` given) or the process
+    pool; return the results in ``files`` order and the report's ``run`` dict (executor,
+    workers or scheduler, wall-clock ``seconds``)."""
+    from tracedoc.text import plural
+
+    n_jobs = max(1, min(jobs or hostfacts.cpu_cores(), len(files)))
+    t0 = time.perf_counter()
+    if scheduler:
+        results = run_dask(files, kwargs, scheduler, workers=jobs, progress=progress)
+        executor = {"executor": "dask", "scheduler": scheduler}
+    else:
+        if progress:
+            progress(
+                f"analyzing {plural(len(files), 'trace')} with {plural(n_jobs, 'worker process', 'worker processes')}"
+            )
+        results = run_pool(files, kwargs, n_jobs, progress)
+        executor = {"executor": "process pool", "workers": n_jobs}
+    return results, {**executor, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _split_failures(results: list[RankResult], strict: bool) -> tuple[list[RankResult], list[RankResult]]:
+    """Split ``results`` into ``(ok, failed)``, in order.
+
+    Raises:
+        TraceLoadError: about the first failure, when every trace failed or (``strict``) any did.
+    """
+    failed = [r for r in results if r.error]
+    ok = [r for r in results if not r.error]
+    if failed and (strict or not ok):
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more failed)" if len(failed) > 1 else ""
+        prefix = first.path + ": "
+        problem = first.error[len(prefix) :] if first.error.startswith(prefix) else first.error
+        raise TraceLoadError(first.path, problem + more + (" [--strict]" if strict and ok else ""))
+    return ok, failed
+
+
+def _check_one_trace_per_rank(results: list[RankResult]) -> None:
+    """Raise TraceLoadError at the first trace whose rank an earlier one already has."""
+    seen: dict[int, str] = {}
+    for r in results:
+        if r.rank is not None:
+            if r.rank in seen:
+                raise TraceLoadError(
+                    r.path, f"rank {r.rank} again (also in {Path(seen[r.rank]).name}); one trace per rank expected"
+                )
+            seen[r.rank] = r.path
+
+
+def _rank_report(
+    inputs: list[str], ok: list[RankResult], failed: list[RankResult], found: Discovery, run: dict
+) -> MultiRankReport:
+    """The report of ``ok`` as the ranks of one job: checks there is one trace per rank,
+    sorts ``ok`` in place into rank order and adds the cross-rank :func:`summarize`."""
+    _check_one_trace_per_rank(ok)
+    ok.sort(key=_sort_key)
+    return MultiRankReport(
+        directory=" ".join(str(i) for i in inputs),
+        ranks=ok,
+        summary=summarize(ok),
+        failed=failed,
+        skipped=found.skipped,
+        followed=found.followed,
+        run=run,
+    )
 
 
 def analyze_inputs(
@@ -205,18 +309,9 @@ def analyze_inputs(
         ConfigError: a threshold override that names no rule or does not fit its condition.
         SchedulerError: the Dask scheduler cannot be used.
     """
-    from tracedoc.engine.rules import load_rules, select_rules
-    from tracedoc.text import plural
-
     found: Discovery = discover(inputs, follow_symlinks=follow_symlinks)
     files = found.files
-    if rules is None:
-        rules = load_rules(rule_paths)  # parsed once; a bad rule file fails before any worker starts
-    if thresholds:
-        from tracedoc.config import apply_thresholds
-
-        rules = apply_thresholds(rules, thresholds)
-    select_rules(rules, select, ignore)
+    rules = _prepared_rules(rules, rule_paths, thresholds, select, ignore)
     kwargs = {
         "select": select,
         "ignore": ignore,
@@ -226,27 +321,8 @@ def analyze_inputs(
         "min_saving_share": min_saving_share,
         "max_bytes": max_bytes,
     }
-    n_jobs = max(1, min(jobs or hostfacts.cpu_cores(), len(files)))
-    t0 = time.perf_counter()
-    if scheduler:
-        results = run_dask(files, kwargs, scheduler, workers=jobs, progress=progress)
-        executor = {"executor": "dask", "scheduler": scheduler}
-    else:
-        if progress:
-            progress(
-                f"analyzing {plural(len(files), 'trace')} with {plural(n_jobs, 'worker process', 'worker processes')}"
-            )
-        results = run_pool(files, kwargs, n_jobs, progress)
-        executor = {"executor": "process pool", "workers": n_jobs}
-    run = {**executor, "seconds": round(time.perf_counter() - t0, 3)}
-    failed = [r for r in results if r.error]
-    ok = [r for r in results if not r.error]
-    if failed and (strict or not ok):
-        first = failed[0]
-        more = f" (and {len(failed) - 1} more failed)" if len(failed) > 1 else ""
-        prefix = first.path + ": "
-        problem = first.error[len(prefix) :] if first.error.startswith(prefix) else first.error
-        raise TraceLoadError(first.path, problem + more + (" [--strict]" if strict and ok else ""))
+    results, run = _execute(files, kwargs, jobs, scheduler, progress)
+    ok, failed = _split_failures(results, strict)
     rank_mode = _decide_rank_mode(ok) if ranks is None else ranks
     if not rank_mode:
         return MultiTraceReport(
@@ -257,24 +333,7 @@ def analyze_inputs(
             followed=found.followed,
             run=run,
         )
-    seen: dict[int, str] = {}
-    for r in ok:
-        if r.rank is not None:
-            if r.rank in seen:
-                raise TraceLoadError(
-                    r.path, f"rank {r.rank} again (also in {Path(seen[r.rank]).name}); one trace per rank expected"
-                )
-            seen[r.rank] = r.path
-    ok.sort(key=_sort_key)
-    return MultiRankReport(
-        directory=" ".join(str(i) for i in inputs),
-        ranks=ok,
-        summary=summarize(ok),
-        failed=failed,
-        skipped=found.skipped,
-        followed=found.followed,
-        run=run,
-    )
+    return _rank_report(inputs, ok, failed, found, run)
 
 
 def analyze_directory(

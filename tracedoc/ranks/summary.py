@@ -126,6 +126,59 @@ class MultiTraceReport:
         return _all_findings(self.traces)
 
 
+def _kind_row(kind: str, labels: list[str], counts: list[int], last: np.ndarray, lag: np.ndarray) -> dict[str, Any]:
+    """The ``kinds`` entry of one collective kind.
+
+    ``counts`` are the collectives of that kind per rank; ``last`` (rank index) and ``lag``
+    (µs) are per matched collective (the first ``min(counts)`` of each rank). The kind's
+    straggler is the rank that arrived last most often, None when no collective had a lag.
+    """
+    n = min(counts)
+    mode = int(np.bincount(last, minlength=len(labels)).argmax())
+    return {
+        "kind": kind,
+        "count": int(n),
+        "counts_differ": dict(zip(labels, counts, strict=True)) if len(set(counts)) > 1 else None,
+        "straggler": labels[mode] if lag.sum() > 0 else None,
+        "lag_ms_total": _r3(lag.sum() / 1000.0),
+        "lag_ms_median": _r3(float(np.median(lag)) / 1000.0),
+    }
+
+
+def _step_rows(per_step: dict[int, np.ndarray], labels: list[str]) -> list[dict[str, Any]]:
+    """The ``per_step`` rows, in step order: for each step (a negative step: outside any
+    ``ProfilerStep``, reported as None) the rank that caused the most wait, and that wait
+    in ms. ``per_step`` maps a step to the wait (µs) each rank caused in it."""
+    step_rows = []
+    for st in sorted(per_step):
+        acc = per_step[st]
+        i = int(np.argmax(acc))
+        step_rows.append(
+            {
+                "step": None if st < 0 else st,
+                "straggler": labels[i] if acc[i] > 0 else None,
+                "lag_ms": _r3(acc[i] / 1e3),
+            }
+        )
+    return step_rows
+
+
+def _worst_rows(worst: list[tuple], labels: list[str]) -> list[dict[str, Any]]:
+    """The ``worst`` rows from ``(lag µs, kind, index, step, straggler rank index, waits µs per
+    rank)`` tuples, in the given order; times in ms, a negative step as None."""
+    return [
+        {
+            "kind": kind,
+            "index": j,
+            "step": None if st < 0 else st,
+            "straggler": labels[li],
+            "lag_ms": _r3(lg / 1e3),
+            "wait_ms": {lab: _r3(w / 1e3) for lab, w in zip(labels, waits, strict=True)},
+        }
+        for lg, kind, j, st, li, waits in worst
+    ]
+
+
 def compare_collectives(ranks: list[RankResult]) -> dict[str, Any] | None:
     """Match the n-th collective of each kind across ranks and find who the others wait for.
 
@@ -175,33 +228,12 @@ def compare_collectives(ranks: list[RankResult]) -> dict[str, Any] | None:
             np.add.at(acc, last[m], lag[m])
         top = np.argsort(-lag, kind="stable")[:WORST_COLLECTIVES]
         worst.extend((float(lag[j]), kind, int(j), int(step_of[j]), int(last[j]), waits[:, j]) for j in top)
-        mode = int(np.bincount(last, minlength=n_r).argmax())
-        kinds_out.append(
-            {
-                "kind": kind,
-                "count": int(n),
-                "counts_differ": dict(zip(labels, counts, strict=True)) if len(set(counts)) > 1 else None,
-                "straggler": labels[mode] if lag.sum() > 0 else None,
-                "lag_ms_total": _r3(lag.sum() / 1000.0),
-                "lag_ms_median": _r3(float(np.median(lag)) / 1000.0),
-            }
-        )
+        kinds_out.append(_kind_row(kind, labels, counts, last, lag))
         n_matched += int(n)
     if n_matched == 0:
         return None
     s_idx = int(np.argmax(caused))  # ties: the lowest rank
     straggler = labels[s_idx] if caused[s_idx] > 0 else None
-    step_rows = []
-    for st in sorted(per_step):
-        acc = per_step[st]
-        i = int(np.argmax(acc))
-        step_rows.append(
-            {
-                "step": None if st < 0 else st,
-                "straggler": labels[i] if acc[i] > 0 else None,
-                "lag_ms": _r3(acc[i] / 1e3),
-            }
-        )
     in_steps = [per_step[st][s_idx] for st in per_step if st >= 0]
     worst.sort(key=lambda w: (-w[0], w[1], w[2]))
     sources = {r.collectives.source for r in with_c}
@@ -216,18 +248,8 @@ def compare_collectives(ranks: list[RankResult]) -> dict[str, Any] | None:
         "last_count": {lab: int(c) for lab, c in zip(labels, last_count, strict=True)},
         "caused_wait_ms": {lab: _r3(c / 1e3) for lab, c in zip(labels, caused, strict=True)},
         "kinds": kinds_out,
-        "per_step": step_rows,
-        "worst": [
-            {
-                "kind": kind,
-                "index": j,
-                "step": None if st < 0 else st,
-                "straggler": labels[li],
-                "lag_ms": _r3(lg / 1e3),
-                "wait_ms": {lab: _r3(w / 1e3) for lab, w in zip(labels, waits, strict=True)},
-            }
-            for lg, kind, j, st, li, waits in worst[:WORST_COLLECTIVES]
-        ],
+        "per_step": _step_rows(per_step, labels),
+        "worst": _worst_rows(worst[:WORST_COLLECTIVES], labels),
     }
 
 
