@@ -42,17 +42,6 @@ LAYERS = {
 
 #: Cycles still in the code (issue "One road in, one document model through, one door out").
 KNOWN_CYCLES = {
-    # step windows (steps) need the comm, link, attribution and optimizer masks for their breakdown,
-    # and those need the windows: the breakdown belongs above them
-    frozenset(
-        {
-            "tracedoc.signals.attribution",
-            "tracedoc.signals.comm",
-            "tracedoc.signals.links",
-            "tracedoc.signals.optimizer",
-            "tracedoc.signals.steps",
-        }
-    ),
     # Report.print / to_markdown / _repr_html_ call the renderers, which read Report: the
     # render registry of the issue is to take the notebook hooks
     frozenset({"tracedoc.report.html", "tracedoc.report.model", "tracedoc.report.render"}),

@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from tracedoc.errors import RuleError, TracedocError
 

@@ -27,9 +27,8 @@ import os
 import re
 import statistics
 import sys
-from collections import defaultdict
-
 import tomllib
+from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

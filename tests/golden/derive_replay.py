@@ -42,9 +42,8 @@ import re
 import statistics
 import sys
 import time
-from collections import defaultdict
-
 import tomllib
+from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

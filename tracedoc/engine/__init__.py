@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracedoc.engine.rules import Finding, Rule, Skipped, builtin_rules, load_rules, select_rules
-from tracedoc.report.model import Report, summarize_trace
+from tracedoc.engine.rules import Rule, builtin_rules, load_rules, select_rules
+from tracedoc.report.model import AlsoTrue, Finding, Fix, Report, Severity, Skipped, summarize_trace
 from tracedoc.signals import SIGNALS, SignalContext
 from tracedoc.trace import Trace
 
 __all__ = [
     "report_notes",
+    "AlsoTrue",
     "Finding",
+    "Fix",
     "Rule",
+    "Severity",
     "Skipped",
     "analyze_trace",
     "builtin_rules",
@@ -22,17 +25,16 @@ __all__ = [
     "select_rules",
 ]
 
-_SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-
 
 def rank_findings(findings: list[Finding]) -> list[Finding]:
-    """Largest estimated saving first; findings without an estimate last; then severity, code."""
+    """Largest estimated saving first; findings without an estimate last; then the more
+    severe (:class:`~tracedoc.report.model.Severity`), then by code."""
     return sorted(
         findings,
         key=lambda f: (
             f.estimated_saving_ms is None,
             -(f.estimated_saving_ms or 0.0),
-            _SEVERITY_RANK[f.severity],
+            -Severity(f.severity).rank,
             f.code,
         ),
     )
@@ -167,7 +169,8 @@ def report_notes(ctx: SignalContext) -> list[str]:
             "host-side causes of GPU idle time (DataLoader, syncs, launch overhead) show as 'untraced', "
             "and the rules that read CPU operators cannot fire. Record with activities=[CPU, CUDA]."
         )
-    from tracedoc.signals.links import CLOCK_SKEW_MIN_SHARE, launch_before_start
+    from tracedoc.signals.links import CLOCK_SKEW_MIN_SHARE
+    from tracedoc.signals.steps import launch_before_start
 
     try:
         skew = launch_before_start(ctx)
@@ -224,8 +227,6 @@ def analyze_trace(
     also = also_true(below, findings, saving_floor(step_ms, *floors))
     _, distrust = window_checks(ctx)
     if distrust:
-        from tracedoc.engine.claims import AlsoTrue
-
         idle = [f for f in findings if f.claims and f.claims[0].startswith("idle:")]
         findings = [f for f in findings if f not in idle]
         also = [

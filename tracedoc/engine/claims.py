@@ -22,10 +22,13 @@ trace is capped by the step alone.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from tracedoc.engine.rules import Finding
+
+# AlsoTrue is a document (tracedoc.report.model); re-exported here, where it was first
+# defined, so ``from tracedoc.engine.claims import AlsoTrue`` keeps working.
+from tracedoc.report.model import AlsoTrue
 
 #: Default floors (issue: a finding worth nothing is noise): absolute ms per step, share of the step.
 MIN_SAVING_MS = 0.05
@@ -201,31 +204,6 @@ def apply_floors(
     for f in findings:
         (below if f.estimated_saving_ms is not None and f.estimated_saving_ms < floor else kept).append(f)
     return kept, below
-
-
-@dataclass
-class AlsoTrue:
-    """A rule whose condition holds but which is not ranked: another finding already claims
-    its saving, its saving is under the floor, or the window makes its figure unreliable.
-
-    Attributes:
-        code, name: the rule's.
-        overlaps: ``"TD104 blocking-sync"``-style names of the findings granted its slices
-            first, ``"below floor"``, or ``"window"`` (a report note's reason).
-        why: one sentence a person can check against the figures.
-        estimated_saving_ms: what was granted (ms per step; None: not estimated).
-        uncapped_saving_ms: the rule's own estimate when the engine capped it (ms per step).
-    """
-
-    code: str
-    name: str
-    overlaps: str
-    why: str
-    estimated_saving_ms: float | None = None
-    uncapped_saving_ms: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # every field, in order: the schema's also_true entry
 
 
 def also_true(below: list[Finding], ranked: list[Finding], floor_ms: float) -> list[AlsoTrue]:

@@ -4,7 +4,7 @@ A rule file holds::
 
     code = "TD101"                 # stable code, letters + digits
     name = "dataloader-stall"      # stable kebab-case name (public interface)
-    severity = "error"             # info < warning < error
+    severity = "error"             # info < warning < error (tracedoc.report.model.Severity)
     summary = "one line"
     condition = "dataloader_share > 0.05"          # expression over signals
     message = "DataLoader {dataloader_share:.1%}"  # str.format template over signals
@@ -35,18 +35,23 @@ import os
 import re
 import stat
 import string
+import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-import tomllib
-
 from tracedoc.engine.expr import Expr
 from tracedoc.errors import RuleError, display_path
+
+# The documents a rule produces live in tracedoc.report.model; re-exported here, where they
+# were first defined, so ``from tracedoc.engine.rules import Finding, Fix, Skipped`` keeps working.
+from tracedoc.report.model import Finding, Fix, Severity, Skipped
 from tracedoc.signals import SIGNALS, SignalUnavailable
 
-SEVERITIES = ("info", "warning", "error")
+#: The severities, least severe first (:class:`~tracedoc.report.model.Severity` members,
+#: equal to their strings ``"info"``, ``"warning"``, ``"error"``).
+SEVERITIES: tuple[Severity, ...] = tuple(Severity)
 #: Fix safety levels, ordered (ruff's convention): display-only < unsafe < safe.
 SAFETY_LEVELS = ("display-only", "unsafe", "safe")
 _CODE_RE = re.compile(r"^[A-Z]+[0-9]+$")
@@ -73,87 +78,13 @@ _KEY_PART = r"(?:[A-Za-z0-9_-]+|\"[^\"\n]*\"|'[^'\n]*')"
 _LONG_DOTTED_KEY = re.compile(rf"(?:{_KEY_PART}[ \t]*\.[ \t]*){{{MAX_DOTTED_PARTS}}}")
 
 
-@dataclass(frozen=True)
-class Fix:
-    """The change that addresses a finding: text, safety level, workload knobs it maps to."""
-
-    summary: str
-    safety: str
-    knobs: tuple[str, ...] = ()
-    #: the step model's name for this fix (:data:`tracedoc.signals.stepmodel.FIXES`): the
-    #: engine replays the step with it to estimate the saving (None: no replay)
-    replay: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"summary": self.summary, "safety": self.safety, "knobs": list(self.knobs), "replay": self.replay}
-
-
-@dataclass
-class Finding:
-    """A rule that fired on a trace."""
-
-    code: str
-    name: str
-    severity: str
-    message: str
-    estimated_saving_ms: float | None
-    saving_basis: str
-    evidence: dict[str, Any]
-    fix: Fix
-    claims: tuple[str, ...] = ("step",)
-    #: the rule's own estimate before the engine capped it to the slices still unclaimed
-    #: (None when the estimate was granted whole)
-    uncapped_saving_ms: float | None = None
-    #: codes of the findings that were granted this finding's slices first, when the engine
-    #: capped its saving (empty otherwise)
-    overlaps: tuple[str, ...] = ()
-    #: the step model's saving for the rule's ``[fix] replay`` (ms per step; None: the rule
-    #: declares no replay or the trace cannot be replayed); when set it is the estimate
-    replayed_saving_ms: float | None = None
-    #: the rule's own estimate as granted from its claimed slices (ms per step): beside a
-    #: replayed saving, the slice-based upper bound
-    slice_saving_ms: float | None = None
-    #: the low end of the replayed saving's range, where the fix has one (a ``<replay>_low``
-    #: fix of :data:`tracedoc.signals.stepmodel.FIXES`: DataLoader workers slow the host)
-    replayed_low_ms: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "name": self.name,
-            "severity": self.severity,
-            "message": self.message,
-            "estimated_saving_ms": self.estimated_saving_ms,
-            "saving_basis": self.saving_basis,
-            "claims": list(self.claims),
-            "uncapped_saving_ms": self.uncapped_saving_ms,
-            "replayed_saving_ms": self.replayed_saving_ms,
-            "slice_saving_ms": self.slice_saving_ms,
-            "replayed_low_ms": self.replayed_low_ms,
-            "evidence": self.evidence,
-            "fix": self.fix.to_dict(),
-        }
-
-
-@dataclass
-class Skipped:
-    """A rule that could not be evaluated on a trace, and why."""
-
-    code: str
-    name: str
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "name": self.name, "reason": self.reason}
-
-
 @dataclass
 class Rule:
     """A loaded, validated rule (see the module docstring for the file format)."""
 
     code: str
     name: str
-    severity: str
+    severity: Severity
     summary: str
     condition: Expr
     message: str
@@ -358,7 +289,7 @@ def parse_rule(data: dict[str, Any], src: str) -> Rule:
     rule = Rule(
         code=code,
         name=name,
-        severity=severity,
+        severity=Severity(severity),
         summary=_req(data, "summary", str, src),
         condition=condition,
         message=message,
@@ -516,11 +447,24 @@ def load_rules(extra: list[str | Path] | None = None) -> list[Rule]:
     return rules
 
 
+def _closest_hint(selector: str, rules: list[Rule]) -> str:
+    """``"; did you mean 'TD101'?"`` for the rule code or name closest to ``selector``
+    (difflib, cutoff 0.5; a selector starting upper-case is compared upper-cased, as codes
+    are), else a pointer to ``tracedoc rules``."""
+    import difflib
+
+    names = [r.name for r in rules] + [r.code for r in rules]
+    key = selector.upper() if selector[:1].isupper() else selector
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else " (see `tracedoc rules`)"
+
+
 def select_rules(rules: list[Rule], select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:
     """Filter rules by code, code prefix (``TD1``) or name, ruff-style.
 
     Raises:
-        RuleError: a selector that matches no rule.
+        RuleError: a selector that matches no rule, with the closest code or name as a hint
+            (``difflib.get_close_matches``, cutoff 0.5; "did you mean 'TD101'?").
     """
 
     def matches(rule: Rule, sel: str) -> bool:
@@ -528,6 +472,6 @@ def select_rules(rules: list[Rule], select: list[str] | None = None, ignore: lis
 
     for sel in (select or []) + (ignore or []):
         if not any(matches(r, sel) for r in rules):
-            raise RuleError(f"no rule matches {sel!r} (see `tracedoc rules`)")
+            raise RuleError(f"no rule matches {sel!r}{_closest_hint(sel, rules)}")
     out = [r for r in rules if not select or any(matches(r, s) for s in select)]
     return [r for r in out if not any(matches(r, s) for s in (ignore or []))]

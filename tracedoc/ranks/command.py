@@ -1,16 +1,18 @@
-"""The ``analyze`` command's many-traces path, kept here so ``tracedoc/cli.py`` only
+"""The ``analyze`` command's many-traces path, kept here so ``tracedoc/cli/`` only
 dispatches: several files, a glob, a folder (ranks of one job, or unrelated traces), or
 an fsspec URL of a folder."""
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from tracedoc.ranks.discover import _GLOB_CHARS, has_protocol
 from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport
+
+if TYPE_CHECKING:
+    from tracedoc.settings import Settings
 
 
 def wants_many(paths: list[str], ranks: bool | None = None, scheduler: str | None = None) -> bool:
@@ -33,28 +35,22 @@ def wants_many(paths: list[str], ranks: bool | None = None, scheduler: str | Non
 
 def analyze_many(
     paths: list[str],
+    settings: Settings,
     *,
+    rules: list,
     jobs: int | None,
     scheduler: str | None,
-    select: list[str] | None,
-    ignore: list[str] | None,
-    rule_paths: list[str],
     ranks: bool | None,
     follow_symlinks: bool,
-    strict: bool,
     cache_dir: str | None,
     progress: Callable[[str], None] | None,
-    rules: list | None = None,
-    min_saving_ms: float | None = None,
-    min_saving_share: float | None = None,
-    max_bytes: int | None = None,
 ) -> MultiRankReport | MultiTraceReport:
     """Run :func:`tracedoc.ranks.executors.analyze_inputs` and warn on stderr (one line each)
     about failed traces, skipped entries and followed symlinks.
 
-    ``rules`` (parsed, with the ``[tool.tracedoc]`` threshold overrides applied) and the
-    floors ``min_saving_ms``/``min_saving_share`` and the size limit ``max_bytes`` reach every
-    rank's analysis, as they reach a single trace's (as arguments: no environment side channel)."""
+    ``settings`` (selectors, strictness, floors, the size limit) and ``rules`` (parsed, with the
+    ``[tool.tracedoc]`` threshold overrides applied) reach every rank's analysis, as they reach
+    a single trace's (as arguments: no environment side channel)."""
     from rich.console import Console
     from rich.markup import escape
 
@@ -66,18 +62,18 @@ def analyze_many(
         paths,
         jobs=jobs,
         scheduler=scheduler,
-        select=select,
-        ignore=ignore,
-        rule_paths=rule_paths,
+        select=list(settings.select) if settings.select is not None else None,
+        ignore=list(settings.ignore) if settings.ignore is not None else None,
+        rule_paths=list(settings.rule_paths),
         ranks=ranks,
         follow_symlinks=follow_symlinks,
-        strict=strict,
+        strict=settings.strict,
         cache_dir=cache_dir,
         progress=progress,
         rules=rules,
-        min_saving_ms=min_saving_ms,
-        min_saving_share=min_saving_share,
-        max_bytes=max_bytes,
+        min_saving_ms=settings.min_saving_ms,
+        min_saving_share=settings.min_saving_share,
+        max_bytes=settings.max_trace_bytes,
     )
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     n_all = len(report.failed) + (len(report.ranks) if isinstance(report, MultiRankReport) else len(report.traces))
@@ -90,27 +86,6 @@ def analyze_many(
     for p in report.followed:
         err.print(f"tracedoc: warning: followed symlink outside the folder: {escape(p)}")
     return report
-
-
-def render_many(report: Any, fmt: str) -> None:
-    """Write ``report`` to stdout as ``fmt`` (``text``, ``json`` or ``markdown``)."""
-    from rich.console import Console
-
-    from tracedoc.ranks.render import render_markdown, render_multi_markdown, render_multi_text, render_text
-
-    if fmt == "json":
-        from tracedoc.report.render import JsonRenderer
-
-        sys.stdout.write(JsonRenderer().render(report) + "\n")
-    elif isinstance(report, MultiRankReport):
-        if fmt == "markdown":
-            sys.stdout.write(render_markdown(report))
-        else:
-            render_text(report, Console(highlight=False))
-    elif fmt == "markdown":
-        sys.stdout.write(render_multi_markdown(report))
-    else:
-        render_multi_text(report, Console(highlight=False))
 
 
 def progress_path(paths: list[str]) -> Path:

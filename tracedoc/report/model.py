@@ -1,5 +1,12 @@
 """The analysis report as plain data, and its versioned JSON form.
 
+The documents: :class:`Report` and the parts it holds, :class:`Finding` (with its
+:class:`Fix` and :class:`Severity`), :class:`Skipped` and :class:`AlsoTrue`. Each has
+``to_dict`` (JSON-safe plain data: tuples become lists, a severity its string) and a
+``from_dict`` classmethod that reverses it exactly: ``X.from_dict(x.to_dict()) == x``, also
+after a trip through JSON. The engine (:mod:`tracedoc.engine`) builds them; this module never
+imports it.
+
 JSON schema (``schema_version`` 2; additive changes keep the version, anything
 else bumps it. Version 2 replaced ``below_floor`` with ``also_true``)::
 
@@ -13,7 +20,7 @@ else bumps it. Version 2 replaced ``below_floor`` with ``also_true``)::
      "scopes": {name: "primary device" | "all devices" | "host" | "steps" | "trace"},
      "steps": [{"step", "step_time_ms", "<category>_ms", ...}],
      "findings": [{"code", "name", "severity", "message", "estimated_saving_ms",
-                   "saving_basis", "evidence", "fix": {"summary", "safety", "knobs"}}],
+                   "saving_basis", "evidence", "fix": {"summary", "safety", "knobs", "replay"}}],
      "skipped": [{"code", "name", "reason"}],
      "rules_evaluated": [code, ...],
      "idle_ledger": {device_label: {cause: ms_per_step}},   # causes add up to the idle time
@@ -24,25 +31,260 @@ else bumps it. Version 2 replaced ``below_floor`` with ``also_true``)::
      "recoverable": {"ms", "basis": "replay", "findings": [code], "not_replayed": [code]} | null}
                    # the headline: every replayed fix together in the step model (never a sum)
 
+A finding's ``severity`` is ``"info"``, ``"warning"`` or ``"error"`` (:class:`Severity`, in
+that order of importance); its fix's ``replay`` is the step model's name of the fix or null.
 Findings also carry ``claims`` (the ledger slices their saving is granted from),
-``uncapped_saving_ms`` (the rule's own estimate when the engine capped it),
+``uncapped_saving_ms`` (the rule's own estimate when the engine capped it), ``overlaps`` (the
+codes of the findings granted its slices first when it was capped, else ``[]``),
 ``replayed_saving_ms`` (the step model's saving of the rule's ``[fix] replay``; when set it is
-``estimated_saving_ms``) and ``slice_saving_ms`` (the granted slice, the upper bound beside it).
+``estimated_saving_ms``), ``slice_saving_ms`` (the granted slice, the upper bound beside it) and
+``replayed_low_ms`` (the low end of the replayed saving's range, or null). All savings are ms per
+step.
+
+:meth:`Report.from_dict` reads a document of this ``schema_version`` only (any other, or none,
+raises :class:`tracedoc.errors.TracedocError`); it ignores ``tool`` (written anew by
+``to_dict``), and the optional sections and fields (``scopes``, ``idle_ledger``, ``notes``,
+``recoverable``, a finding's ``overlaps`` and savings after ``fix``, a fix's ``replay`` ...)
+take their defaults when absent, so a version-2 report written before they were added reads too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import enum
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tracedoc._version import __version__
+from tracedoc.errors import TracedocError, one_line
 
-if TYPE_CHECKING:  # annotations only: importing the engine here would be circular
-    from tracedoc.engine.claims import AlsoTrue
-    from tracedoc.engine.rules import Finding, Skipped
+if TYPE_CHECKING:  # annotations only
     from tracedoc.trace import Trace
 
 SCHEMA_VERSION = 2
+
+
+class Severity(enum.StrEnum):
+    """How much a finding matters, ordered by importance: ``INFO < WARNING < ERROR``.
+
+    A member is its string (``Severity.ERROR == "error"``, ``str()``, f-strings and JSON give
+    ``"error"``), but it orders by :attr:`rank`, never alphabetically. A comparison with a
+    plain string reads the string as a severity (``Severity.WARNING < "error"``); a string that
+    is no severity raises :class:`TypeError`, as does any other type.
+    """
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        """0 for info, 1 for warning, 2 for error (higher is more severe)."""
+        return _RANK[self]
+
+    @classmethod
+    def most_severe_first(cls) -> tuple[Severity, ...]:
+        """Every severity, the most severe first: ``(ERROR, WARNING, INFO)``."""
+        return tuple(sorted(cls, key=lambda s: -s.rank))
+
+    @classmethod
+    def _coerce(cls, other: object) -> Severity | None:
+        """``other`` as a Severity; None when it is not a string.
+
+        Raises:
+            TypeError: a string that is not a severity (plain string order is never used).
+        """
+        if isinstance(other, cls):
+            return other
+        if isinstance(other, str):
+            try:
+                return cls(other)
+            except ValueError:
+                raise TypeError(
+                    f"cannot order a Severity against {one_line(repr(other)[:40])}: not one of info, warning, error"
+                ) from None
+        return None
+
+    def __lt__(self, other: object) -> bool:
+        o = self._coerce(other)
+        return NotImplemented if o is None else self.rank < o.rank
+
+    def __le__(self, other: object) -> bool:
+        o = self._coerce(other)
+        return NotImplemented if o is None else self.rank <= o.rank
+
+    def __gt__(self, other: object) -> bool:
+        o = self._coerce(other)
+        return NotImplemented if o is None else self.rank > o.rank
+
+    def __ge__(self, other: object) -> bool:
+        o = self._coerce(other)
+        return NotImplemented if o is None else self.rank >= o.rank
+
+
+_RANK = {s: i for i, s in enumerate(Severity)}  # definition order: least severe first
+
+
+@dataclass(frozen=True)
+class Fix:
+    """The change that addresses a finding: text, safety level, workload knobs it maps to.
+
+    Attributes:
+        summary: one line.
+        safety: ``"safe"``, ``"unsafe"`` or ``"display-only"``
+            (:data:`tracedoc.engine.rules.SAFETY_LEVELS`).
+        knobs: the workload knobs the fix maps to (``to_dict``: a list).
+    """
+
+    summary: str
+    safety: str
+    knobs: tuple[str, ...] = ()
+    #: the step model's name for this fix (:data:`tracedoc.signals.stepmodel.FIXES`): the
+    #: engine replays the step with it to estimate the saving (None: no replay)
+    replay: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary, "safety": self.safety, "knobs": list(self.knobs), "replay": self.replay}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Fix:
+        """The Fix of :meth:`to_dict`'s output (``knobs`` and ``replay`` may be absent)."""
+        return cls(d["summary"], d["safety"], tuple(d.get("knobs", ())), d.get("replay"))
+
+
+@dataclass
+class Finding:
+    """A rule that fired on a trace. Savings are ms per step.
+
+    Attributes:
+        code, name: the rule's.
+        severity: a :class:`Severity` (a valid string given here is converted).
+        message: the rule's message, filled in with the trace's signals.
+        estimated_saving_ms: the saving the report ranks by (None: not estimated).
+        saving_basis: how the saving is estimated, in words.
+        evidence: signal name -> value (numbers, bools, None, or a table signal's rows).
+        fix: the :class:`Fix`.
+        claims: the pools its saving is granted from (``idle:<cause>``, ``busy``, ``comm``,
+            ``step``; :mod:`tracedoc.engine.claims`).
+    """
+
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    estimated_saving_ms: float | None
+    saving_basis: str
+    evidence: dict[str, Any]
+    fix: Fix
+    claims: tuple[str, ...] = ("step",)
+    #: the rule's own estimate before the engine capped it to the slices still unclaimed
+    #: (None when the estimate was granted whole)
+    uncapped_saving_ms: float | None = None
+    #: codes of the findings that were granted this finding's slices first, when the engine
+    #: capped its saving (empty otherwise)
+    overlaps: tuple[str, ...] = ()
+    #: the step model's saving for the rule's ``[fix] replay`` (ms per step; None: the rule
+    #: declares no replay or the trace cannot be replayed); when set it is the estimate
+    replayed_saving_ms: float | None = None
+    #: the rule's own estimate as granted from its claimed slices (ms per step): beside a
+    #: replayed saving, the slice-based upper bound
+    slice_saving_ms: float | None = None
+    #: the low end of the replayed saving's range, where the fix has one (a ``<replay>_low``
+    #: fix of :data:`tracedoc.signals.stepmodel.FIXES`: DataLoader workers slow the host)
+    replayed_low_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        self.severity = Severity(self.severity)  # ValueError: not info, warning or error
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity.value,
+            "message": self.message,
+            "estimated_saving_ms": self.estimated_saving_ms,
+            "saving_basis": self.saving_basis,
+            "claims": list(self.claims),
+            "uncapped_saving_ms": self.uncapped_saving_ms,
+            "overlaps": list(self.overlaps),
+            "replayed_saving_ms": self.replayed_saving_ms,
+            "slice_saving_ms": self.slice_saving_ms,
+            "replayed_low_ms": self.replayed_low_ms,
+            "evidence": self.evidence,
+            "fix": self.fix.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        """The Finding of :meth:`to_dict`'s output; the fields after ``fix`` may be absent
+        (their defaults), as in a report written before they were added."""
+        return cls(
+            code=d["code"],
+            name=d["name"],
+            severity=Severity(d["severity"]),
+            message=d["message"],
+            estimated_saving_ms=d["estimated_saving_ms"],
+            saving_basis=d["saving_basis"],
+            evidence=dict(d["evidence"]),
+            fix=Fix.from_dict(d["fix"]),
+            claims=tuple(d.get("claims", ("step",))),
+            uncapped_saving_ms=d.get("uncapped_saving_ms"),
+            overlaps=tuple(d.get("overlaps", ())),
+            replayed_saving_ms=d.get("replayed_saving_ms"),
+            slice_saving_ms=d.get("slice_saving_ms"),
+            replayed_low_ms=d.get("replayed_low_ms"),
+        )
+
+
+@dataclass
+class Skipped:
+    """A rule that could not be evaluated on a trace, and why (one line)."""
+
+    code: str
+    name: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "name": self.name, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Skipped:
+        return cls(d["code"], d["name"], d["reason"])
+
+
+@dataclass
+class AlsoTrue:
+    """A rule whose condition holds but which is not ranked: another finding already claims
+    its saving, its saving is under the floor, or the window makes its figure unreliable.
+
+    Attributes:
+        code, name: the rule's.
+        overlaps: ``"TD104 blocking-sync"``-style names of the findings granted its slices
+            first, ``"below floor"``, or ``"window"`` (a report note's reason).
+        why: one sentence a person can check against the figures.
+        estimated_saving_ms: what was granted (ms per step; None: not estimated).
+        uncapped_saving_ms: the rule's own estimate when the engine capped it (ms per step).
+    """
+
+    code: str
+    name: str
+    overlaps: str
+    why: str
+    estimated_saving_ms: float | None = None
+    uncapped_saving_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # every field, in order: the schema's also_true entry
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AlsoTrue:
+        return cls(
+            d["code"],
+            d["name"],
+            d["overlaps"],
+            d["why"],
+            d.get("estimated_saving_ms"),
+            d.get("uncapped_saving_ms"),
+        )
 
 
 def summarize_trace(trace: Trace) -> dict[str, Any]:
@@ -74,8 +316,8 @@ class Report:
         signals: signal name -> value (units in ``units``; None when unavailable, the
             reason in ``signals_unavailable``).
         steps: per step, ms in each step-time breakdown category.
-        findings: :class:`~tracedoc.engine.rules.Finding` list, ranked by estimated saving
-            (ms per step), largest first.
+        findings: :class:`Finding` list, ranked by estimated saving (ms per step), largest
+            first.
         skipped: rules that could not be evaluated on this trace, with the reason.
         rules_evaluated: the codes of the selected rules.
 
@@ -169,3 +411,44 @@ class Report:
             "notes": self.notes,
             "recoverable": self.recoverable,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Report:
+        """The Report of :meth:`to_dict`'s output (e.g. a saved ``--format json`` report).
+
+        ``tool`` is ignored (``to_dict`` writes the running version); the optional sections
+        (those with a default here) take their defaults when absent.
+
+        Raises:
+            tracedoc.errors.TracedocError: not a report, a ``schema_version`` other than
+                :data:`SCHEMA_VERSION` (or none), or a section missing or of the wrong shape.
+        """
+        if not isinstance(d, dict):
+            raise TracedocError(f"not a tracedoc report: a JSON {type(d).__name__}, not an object")
+        if "schema_version" not in d:
+            raise TracedocError(f"not a tracedoc report: no schema_version (expected {SCHEMA_VERSION})")
+        version = d["schema_version"]
+        if type(version) is not int or version != SCHEMA_VERSION:
+            shown = one_line(repr(version)[:40])
+            raise TracedocError(f"unsupported report schema_version {shown} (this tracedoc reads {SCHEMA_VERSION})")
+        try:
+            rec = d.get("recoverable")
+            return cls(
+                trace=dict(d["trace"]),
+                signals=dict(d["signals"]),
+                signals_unavailable=dict(d["signals_unavailable"]),
+                units=dict(d["units"]),
+                steps=[dict(s) for s in d["steps"]],
+                findings=[Finding.from_dict(f) for f in d["findings"]],
+                skipped=[Skipped.from_dict(s) for s in d["skipped"]],
+                rules_evaluated=list(d.get("rules_evaluated", [])),
+                scopes=dict(d.get("scopes", {})),
+                idle_ledger={k: dict(v) for k, v in d.get("idle_ledger", {}).items()},
+                also_true=[AlsoTrue.from_dict(a) for a in d.get("also_true", [])],
+                notes=list(d.get("notes", [])),
+                recoverable=dict(rec) if rec is not None else None,
+            )
+        except KeyError as exc:
+            raise TracedocError(f"not a tracedoc report: missing {one_line(repr(exc.args[0])[:60])}") from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise TracedocError(f"not a tracedoc report: {one_line(str(exc))[:200]}") from None

@@ -13,34 +13,16 @@ data and multiplies nothing.
 
 from __future__ import annotations
 
-import re
-from functools import cache, lru_cache
-from importlib import resources
-
 import numpy as np
 import pandas as pd
-import tomllib
 
 from tracedoc.signals.base import SignalContext
+from tracedoc.signals.catalog import compiled, patterns  # noqa: F401  (re-exported)
 from tracedoc.signals.intervals import merge
 from tracedoc.signals.strings import cached_name_mask, frame_threads
 
 #: How far back (in ops on the same thread) to look for the innermost enclosing op.
 MAX_NESTING_SCAN = 64
-
-
-@lru_cache(maxsize=1)
-def patterns() -> dict[str, dict[str, list[str]]]:
-    """The pattern tables of ``patterns.toml`` (family -> list of regexes)."""
-    text = resources.files("tracedoc.signals").joinpath("patterns.toml").read_text()
-    return tomllib.loads(text)
-
-
-@cache
-def compiled(table: str) -> re.Pattern[str]:
-    """One case-insensitive regex matching any pattern of a table of ``patterns.toml``."""
-    pats = [p for fam in patterns()[table].values() for p in fam]
-    return re.compile("|".join(f"(?:{p})" for p in pats), re.IGNORECASE)
 
 
 def is_layout_transform_kernel(name: str) -> bool:

@@ -7,40 +7,8 @@ the idle ledger, ``exposed-communication`` and the cross-rank collective compari
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-
-from tracedoc.signals.attribution import compiled
-from tracedoc.signals.strings import name_mask
-
-
-def comm_kernel_mask(names: pd.Series) -> np.ndarray:
-    """Boolean mask over kernel names: NCCL/RCCL, symmetric-memory all-reduce, DeepEP/NVSHMEM.
-
-    Args:
-        names: a column of kernel names (``str``), length n.
-
-    Returns:
-        ``bool`` array of length n.
-    """
-    return name_mask(names, compiled("communication_kernels").search)
-
-
-def comm_op_mask(names: pd.Series) -> np.ndarray:
-    """Boolean mask over CPU op/annotation names: ``gloo:*``, ``c10d::*``, ``record_param_comms``, ``nccl:*``.
-
-    Args:
-        names: a column of CPU op names (``str``), length n.
-
-    Returns:
-        ``bool`` array of length n.
-    """
-    return name_mask(names, compiled("communication_ops").search)
-
-
-# ---- signals -------------------------------------------------------------------------
-
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal  # noqa: E402
+from tracedoc.signals.catalog import comm_kernel_mask, comm_op_mask  # noqa: F401  (re-exported)
 from tracedoc.signals.intervals import merge, overlap_per_window, subtract  # noqa: E402
 from tracedoc.signals.steps import (  # noqa: E402
     averaged,

@@ -18,8 +18,6 @@ repeated id the same way everywhere:
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -97,27 +95,3 @@ CLOCK_SKEW_TOLERANCE_US = 10.0
 #: trace in fixtures/ has none; a GPU timeline 50 µs early already gives 17% to 100%, and 3 ms
 #: early 3% on a GPU-bound trace (its kernels queue for longer than that after their launch).
 CLOCK_SKEW_MIN_SHARE = 0.01
-
-
-def launch_before_start(ctx: Any) -> tuple[int, int, float] | None:
-    """GPU events that start before the runtime call that launched them: impossible on one
-    clock, so a sign that the trace's CPU and GPU timelines are offset.
-
-    Args:
-        ctx: a :class:`tracedoc.signals.base.SignalContext`.
-
-    Returns:
-        ``(early, linked, median_early_us)``: how many linked kernels/copies/memsets start more
-        than :data:`CLOCK_SKEW_TOLERANCE_US` before their launch call starts, how many GPU
-        events are linked at all, and the median of those gaps (µs); None when no GPU event is
-        linked to a launch.
-    """
-    from tracedoc.signals.steps import gpu_events
-
-    g = gpu_events(ctx)
-    linked = g[g["rt_pos"] >= 0]
-    if not len(linked):
-        return None
-    gap = linked["launch_ts_us"].to_numpy(dtype=float) - linked["ts_us"].to_numpy(dtype=float)
-    early = gap[gap > CLOCK_SKEW_TOLERANCE_US]
-    return int(early.size), int(len(linked)), float(np.median(early)) if early.size else 0.0

@@ -17,7 +17,15 @@ import pandas as pd
 from tracedoc.signals.attribution import compiled
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import merge, overlap_per_window, subtract
-from tracedoc.signals.steps import averaged, complete_mask, gpu_events, in_complete_steps, step_windows
+from tracedoc.signals.steps import (  # noqa: F401  (STEP_PREFIX, optimizer_step_mask re-exported)
+    STEP_PREFIX,
+    averaged,
+    complete_mask,
+    gpu_events,
+    in_complete_steps,
+    optimizer_step_mask,
+    step_windows,
+)
 from tracedoc.signals.strings import cached_name_mask, name_mask
 
 ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
@@ -60,17 +68,10 @@ def zero_grad_kernels_per_step(ctx: SignalContext) -> float:
 
 # ---- optimizer.step(): per-parameter (single-tensor) kernels vs multi-tensor / fused ----------
 
-STEP_PREFIX = "Optimizer.step#"
-
 
 def zero_grad_mask(ctx: SignalContext) -> np.ndarray:
     """Mask over ``trace.ops``: ``Optimizer.zero_grad#`` spans (computed once per trace)."""
     return cached_name_mask(ctx, "ops", "zero_grad", lambda n: n.startswith(ZERO_GRAD_PREFIX))
-
-
-def optimizer_step_mask(ctx: SignalContext) -> np.ndarray:
-    """Mask over ``trace.ops``: ``Optimizer.step#`` spans (computed once per trace)."""
-    return cached_name_mask(ctx, "ops", "opt_step", lambda n: n.startswith(STEP_PREFIX))
 
 
 def optimizer_step_kernels(ctx: SignalContext) -> pd.DataFrame:

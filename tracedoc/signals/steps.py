@@ -33,6 +33,8 @@ from tracedoc.signals.strings import cached_name_mask, frame_names, frame_thread
 
 BREAKDOWN_CATEGORIES = ("kernel", "communication", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
+#: The annotation of ``optimizer.step()`` (``Optimizer.step#<Class>.step``).
+STEP_PREFIX = "Optimizer.step#"
 
 
 def gpu_events(ctx: SignalContext) -> pd.DataFrame:
@@ -47,7 +49,7 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
     """
 
     def build() -> pd.DataFrame:
-        from tracedoc.signals.comm import comm_kernel_mask
+        from tracedoc.signals.catalog import comm_kernel_mask
         from tracedoc.signals.links import link_launches
 
         t = ctx.trace
@@ -218,8 +220,6 @@ def inferred_iterations(ctx: SignalContext) -> pd.DataFrame:
     the most such annotations (ties: the earliest first one). Otherwise empty: the trace is
     one window. :func:`iterations_source` says which was done, for the report's note.
     """
-    from tracedoc.signals.optimizer import optimizer_step_mask
-
     empty = pd.DataFrame({"step": [], "ts_us": [], "end_us": []})
     ops = ctx.trace.ops
     mask = optimizer_step_mask(ctx) if len(ops) else np.zeros(0, dtype=bool)
@@ -258,10 +258,15 @@ def dataloader_mask(ctx: SignalContext) -> np.ndarray:
 
 def comm_op_rows(ctx: SignalContext) -> np.ndarray:
     """Mask over ``trace.ops``: CPU spans of collective communication (``communication_ops`` patterns)."""
-    from tracedoc.signals.attribution import compiled
+    from tracedoc.signals.catalog import compiled
 
     pattern = compiled("communication_ops")
     return cached_name_mask(ctx, "ops", "comm", lambda n: bool(pattern.search(n)))
+
+
+def optimizer_step_mask(ctx: SignalContext) -> np.ndarray:
+    """Mask over ``trace.ops``: ``Optimizer.step#`` spans (computed once per trace)."""
+    return cached_name_mask(ctx, "ops", "opt_step", lambda n: n.startswith(STEP_PREFIX))
 
 
 def profiler_step_mask(ctx: SignalContext) -> np.ndarray:
@@ -528,3 +533,27 @@ def step_breakdown(ctx: SignalContext) -> list[dict]:
             row[f"{c}_ms"] = round(float(cols[c][i]) / 1000, 4)
         rows.append(row)
     return rows
+
+
+def launch_before_start(ctx: SignalContext) -> tuple[int, int, float] | None:
+    """GPU events that start before the runtime call that launched them: impossible on one
+    clock, so a sign that the trace's CPU and GPU timelines are offset.
+
+    Args:
+        ctx: a :class:`tracedoc.signals.base.SignalContext`.
+
+    Returns:
+        ``(early, linked, median_early_us)``: how many linked kernels/copies/memsets start more
+        than :data:`CLOCK_SKEW_TOLERANCE_US` before their launch call starts, how many GPU
+        events are linked at all, and the median of those gaps (µs); None when no GPU event is
+        linked to a launch.
+    """
+    from tracedoc.signals.links import CLOCK_SKEW_TOLERANCE_US
+
+    g = gpu_events(ctx)
+    linked = g[g["rt_pos"] >= 0]
+    if not len(linked):
+        return None
+    gap = linked["launch_ts_us"].to_numpy(dtype=float) - linked["ts_us"].to_numpy(dtype=float)
+    early = gap[gap > CLOCK_SKEW_TOLERANCE_US]
+    return int(early.size), int(len(linked)), float(np.median(early)) if early.size else 0.0

@@ -1,0 +1,34 @@
+"""``tracedoc cache info`` and ``tracedoc cache clear``: the frame cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tracedoc.cli.common import app
+
+cache_app = typer.Typer(help="The frame cache: Parquet copies of loaded traces (see docs/scale.md).")
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("info")
+def cache_info(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder.")) -> None:
+    """Print the cache folder, its entries and their size."""
+    from tracedoc.cache import FrameCache
+
+    i = FrameCache(cache_dir).info()
+    print(f"{i.directory}: {i.entries} entr{'y' if i.entries == 1 else 'ies'}, {i.bytes / 1e6:,.1f} MB")
+    if not i.available:
+        print("pyarrow is not installed: nothing is cached (pip install 'tracedoc[cache]')")
+
+
+@cache_app.command("clear")
+def cache_clear(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder.")) -> None:
+    """Remove every cache entry."""
+    from tracedoc.cache import FrameCache
+
+    c = FrameCache(cache_dir)
+    n = c.clear()
+    print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {c.directory}")

@@ -1,0 +1,165 @@
+"""What every command of the ``tracedoc`` command line shares: the typer app, the option
+vocabularies (formats, colours, levels), the report console, and the one error funnel.
+
+Exit codes (ruff's convention): 0 clean, 1 findings at or above ``--fail-on``, 2 error (bad
+input, bad usage). The report goes to stdout; progress, warnings and errors go to stderr,
+errors as a single line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, List, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from tracedoc.errors import TracedocError, display_path
+
+app = typer.Typer(
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Diagnose PyTorch Profiler traces: ranked findings with evidence, estimated savings and fixes.",
+)
+err_console = Console(stderr=True, highlight=False)
+
+#: The variable that lets an internal error end in a traceback instead of one line.
+DEBUG_ENV = "TRACEDOC_DEBUG"
+
+
+class Format(StrEnum):
+    """Output formats; every command that has ``--format`` takes these names."""
+
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    github = "github"
+    sarif = "sarif"
+    html = "html"
+
+
+class Color(StrEnum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+class Level(StrEnum):
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+#: The formats of the listing commands (rules, signals, diff).
+LIST_FORMATS = (Format.text, Format.json, Format.markdown)
+
+EXIT_CODES = (
+    "Exit codes: 0 no finding at or above --fail-on; "
+    "1 a finding at or above --fail-on, or with --strict an incomplete analysis (a selected rule skipped); "
+    "2 bad input, bad usage or an internal error."
+)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``tracedoc: error: message`` on one stderr line and return the Exit to raise."""
+    err_console.print(f"tracedoc: error: {escape(message)}", soft_wrap=True)
+    return typer.Exit(code)
+
+
+def debugging() -> bool:
+    """Whether ``$TRACEDOC_DEBUG`` asks for tracebacks instead of one-line errors."""
+    return bool(os.environ.get(DEBUG_ENV))
+
+
+@contextlib.contextmanager
+def funnel(label: str, verb: str, gerund: str) -> Iterator[None]:
+    """The one error funnel: whatever the body raises ends as one stderr line and an exit code.
+
+    Args:
+        label: what the line names (a trace, ``before / after``); made printable here.
+        verb, gerund: the action, for "cannot ``verb``" and "out of memory while ``gerund``".
+
+    Raises:
+        typer.Exit: 2 (or the :class:`TracedocError`'s own code) after the line; a
+            ``typer.Exit`` or ``BrokenPipeError`` from the body passes through, and with
+            ``$TRACEDOC_DEBUG`` set an unexpected exception passes through with its traceback.
+    """
+    where = display_path(label)
+    try:
+        yield
+    except (typer.Exit, BrokenPipeError):
+        raise
+    except TracedocError as exc:
+        raise fail(str(exc), exc.exit_code) from None
+    except MemoryError:
+        raise fail(f"{where}: out of memory while {gerund}") from None
+    except RecursionError:
+        raise fail(f"{where}: cannot {verb} (nested too deeply)") from None
+    except Exception as exc:  # never a traceback for bad input
+        if debugging():
+            raise
+        raise fail(
+            f"{where}: cannot {verb} ({type(exc).__name__}: {display_path(str(exc))[:300]}); "
+            f"set {DEBUG_ENV}=1 for a traceback"
+        ) from None
+
+
+def make_console(color: Color, file: Optional[IO[str]] = None, width: Optional[int] = None) -> Console:
+    """The report console: ``--color always`` forces colour (even into a file or a pipe),
+    ``never`` drops it, ``auto`` follows the terminal and ``NO_COLOR``."""
+    kw: dict = {"highlight": False, "file": file}
+    if width:
+        kw["width"] = width
+    if color is Color.always:
+        kw["force_terminal"] = True
+        kw["color_system"] = "truecolor"
+    elif color is Color.never:
+        kw["color_system"] = None
+        kw["no_color"] = True
+    return Console(**kw)
+
+
+@contextlib.contextmanager
+def open_output(output: Optional[Path]) -> Iterator[tuple[IO[str], Optional[IO[str]]]]:
+    """Where a report goes: ``output`` opened for writing (closed afterwards), else stdout.
+
+    Yields ``(stream, file)``: the stream to write to, and the opened file (None for stdout),
+    which a rich console takes as its ``file``.
+
+    Raises:
+        typer.Exit: code 2, after one stderr line naming ``output``, when it cannot be opened.
+    """
+    try:
+        fh = open(output, "w", encoding="utf-8") if output is not None else None  # noqa: SIM115
+    except OSError as exc:
+        raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+    try:
+        yield (fh if fh is not None else sys.stdout), fh
+    finally:
+        if fh is not None:
+            fh.close()
+
+
+def list_format(format: Format, command: str) -> None:
+    """Refuse a format the listing ``command`` cannot write (one line, exit 2)."""
+    if format not in LIST_FORMATS:
+        raise fail(f"tracedoc {command}: --format {format.value} is not available here (text, json or markdown)")
+
+
+def md_table(header: List[str], rows: List[List[str]]) -> str:
+    """A Markdown table; ``|`` and newlines in cells are escaped."""
+
+    def cell(v: str) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
