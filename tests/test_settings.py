@@ -3,12 +3,13 @@ over [tool.tracedoc] (issue "One road in, one document model through, one door o
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import pytest
 
 from tracedoc.config import ConfigError
-from tracedoc.settings import Settings
+from tracedoc.settings import Environment, Settings
 
 
 def write_project(tmp_path, body: str):
@@ -39,7 +40,8 @@ def test_resolve_reads_the_project_file_and_explicit_options_win(tmp_path, monke
 def test_no_config_and_a_bad_one(tmp_path, monkeypatch):
     trace = write_project(tmp_path, '[tool.tracedoc]\nfail-on = "sometimes"\n')
     monkeypatch.setenv("TRACEDOC_NO_CONFIG", "1")
-    assert Settings.resolve(trace) == Settings()
+    s = Settings.resolve(trace)
+    assert s.env.no_config and dataclasses.replace(s, env=Environment()) == Settings()
     monkeypatch.delenv("TRACEDOC_NO_CONFIG")
     with pytest.raises(ConfigError, match="pyproject.toml.*fail-on"):
         Settings.resolve(trace)
@@ -56,3 +58,61 @@ def test_rules_apply_the_overrides_and_check_the_selectors():
 
     with pytest.raises(RuleError, match="no rule matches 'TD999'"):
         Settings(select=("TD999",)).rules()
+
+
+def test_environment_is_read_once_into_the_settings_and_validated():
+    from tracedoc.errors import SettingsError
+    from tracedoc.settings import Environment
+
+    env = Environment.read(
+        {
+            "TRACEDOC_MAX_TRACE_BYTES": "16M",
+            "TRACEDOC_CACHE_MIN_BYTES": "0",
+            "TRACEDOC_CACHE_DIR": "/tmp/c",
+            "TRACEDOC_NO_CONFIG": "yes",
+            "TRACEDOC_DEBUG": "",  # empty: unset
+            "TRACEDOC_NO_PROGRESS": "Off",
+        }
+    )
+    assert env == Environment(max_trace_bytes=16 << 20, cache_min_bytes=0, cache_dir="/tmp/c", no_config=True)
+    assert Environment.read({}) == Environment()
+    s = Settings.from_config(__import__("tracedoc.config").config.Config(), env=env)
+    assert s.max_trace_bytes == 16 << 20 and s.env is env  # the variable reaches the loader as an argument
+    assert (
+        Settings.from_config(__import__("tracedoc.config").config.Config(), env=env, max_trace_bytes=5).max_trace_bytes
+        == 5
+    )
+    for name, value, says in (
+        ("TRACEDOC_MAX_TRACE_BYTES", "lots", "invalid size"),
+        ("TRACEDOC_CACHE_MAX_BYTES", "0", "must be positive"),
+        ("TRACEDOC_NO_CONFIG", "maybe", "expected 1 or 0"),
+    ):
+        with pytest.raises(SettingsError, match=f"^\\${name}: .*{says}"):
+            Environment.read({name: value})
+
+
+def test_no_config_variable_is_honoured_by_resolve(tmp_path):
+    from tracedoc.settings import Environment
+
+    trace = write_project(tmp_path, '[tool.tracedoc]\nselect = ["TD1"]\n')
+    assert Settings.resolve(trace, env=Environment()).select == ("TD1",)
+    s = Settings.resolve(trace, env=Environment(no_config=True))
+    assert s.select is None and s.config_path is None
+
+
+def test_a_bad_variable_is_one_line_naming_it(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    p = Path(__file__).resolve().parents[1] / "fixtures" / "cpu_only_gloo.pt.trace.json.gz"
+    env = {**os.environ, "TRACEDOC_CACHE_MIN_BYTES": "4 apples"}
+    r = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "analyze", str(p)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        "tracedoc: error: $TRACEDOC_CACHE_MIN_BYTES: invalid size '4 apples': expected bytes, or a number with K, "
+        "M, G or T"
+    ]

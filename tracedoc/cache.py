@@ -53,21 +53,20 @@ if TYPE_CHECKING:
 
 #: Entry layout; v2 added the Record Window End instant to the manifest (older entries miss).
 LAYOUT = "v2"
-#: Traces smaller than this on disk are not cached (``TRACEDOC_CACHE_MIN_BYTES``).
-MIN_BYTES = int(os.environ.get("TRACEDOC_CACHE_MIN_BYTES", 4 << 20))
+#: Traces smaller than this on disk are not cached (``TRACEDOC_CACHE_MIN_BYTES`` replaces it,
+#: through :class:`tracedoc.settings.Environment`).
+MIN_BYTES = 4 << 20
 #: The cache folder is trimmed to this many bytes (least recently used entries go first).
-MAX_BYTES = int(os.environ.get("TRACEDOC_CACHE_MAX_BYTES", 8 << 30))
+MAX_BYTES = 8 << 30
 _HEAD = 1 << 20
 _BLOCK = 64 << 10
 _BLOCKS = 64
 
 
 def default_cache_dir() -> Path:
-    """``$TRACEDOC_CACHE_DIR``, else the platform's user cache folder + ``tracedoc``
-    (platformdirs; on Linux ``$XDG_CACHE_HOME/tracedoc``, default ``~/.cache/tracedoc``)."""
-    env = os.environ.get("TRACEDOC_CACHE_DIR")
-    if env:
-        return Path(env)
+    """The platform's user cache folder + ``tracedoc`` (platformdirs; on Linux
+    ``$XDG_CACHE_HOME/tracedoc``, default ``~/.cache/tracedoc``). ``$TRACEDOC_CACHE_DIR``
+    replaces it through :func:`default_cache` (read by :class:`tracedoc.settings.Environment`)."""
     try:
         import platformdirs
 
@@ -463,9 +462,23 @@ class SignalStore:
         return True
 
 
-def default_cache(directory: str | os.PathLike[str] | None = None, enabled: bool = True) -> FrameCache | None:
-    """The CLI's cache: a :class:`FrameCache` in ``directory`` (default
-    :func:`default_cache_dir`), or None when disabled or pyarrow is missing."""
+def default_cache(
+    directory: str | os.PathLike[str] | None = None, enabled: bool = True, env: Any = None
+) -> FrameCache | None:
+    """The CLI's cache: a :class:`FrameCache` in ``directory`` (default: ``env.cache_dir``,
+    else :func:`default_cache_dir`), or None when disabled or pyarrow is missing.
+
+    Args:
+        env: a :class:`tracedoc.settings.Environment` (its ``cache_dir``, ``cache_min_bytes``
+            and ``cache_max_bytes`` replace the defaults); None: the defaults.
+    """
     if not enabled or not available():
         return None
-    return FrameCache(directory)
+    kw: dict[str, Any] = {}
+    if env is not None:
+        directory = directory if directory is not None else env.cache_dir
+        if env.cache_min_bytes is not None:
+            kw["min_bytes"] = env.cache_min_bytes
+        if env.cache_max_bytes is not None:
+            kw["max_bytes"] = env.cache_max_bytes
+    return FrameCache(directory, **kw)

@@ -22,7 +22,6 @@ they are.
 from __future__ import annotations
 
 import dataclasses
-import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,11 +129,8 @@ def parse_config(table: dict[str, Any], src: Path) -> Config:
 
 def load_config(start: Path | None) -> Config:
     """The :class:`Config` that applies to a trace at ``start`` (empty when no file has one).
-
-    ``TRACEDOC_NO_CONFIG=1`` in the environment ignores every file (for tests and for a
-    run that must not pick up a project's settings)."""
-    if os.environ.get("TRACEDOC_NO_CONFIG"):
-        return Config()
+    (``TRACEDOC_NO_CONFIG=1``, which ignores every file, is honoured by
+    :meth:`tracedoc.settings.Settings.resolve`.)"""
     found = find_config(start)
     if found is None:
         return Config()

@@ -71,3 +71,12 @@ class RuleError(TracedocError):
 
     def __init__(self, message: str) -> None:
         super().__init__(one_line(message))
+
+
+class SettingsError(TracedocError):
+    """An analysis option that cannot be used: a ``TRACEDOC_*`` environment variable with a
+    value it does not take (the message names the variable: ``$TRACEDOC_CACHE_MIN_BYTES:
+    invalid size 'x'...``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))

@@ -19,10 +19,11 @@ from typing import Callable, Iterator
 MIN_BYTES = 32 << 20
 
 
-def wanted(json_output: bool, stream=None) -> bool:
-    """Whether a progress display is appropriate (terminal, not JSON, not CI)."""
+def wanted(json_output: bool, stream=None, off: bool = False) -> bool:
+    """Whether a progress display is appropriate (terminal, not JSON, not CI, not ``off``:
+    ``$TRACEDOC_NO_PROGRESS`` as :class:`tracedoc.settings.Environment` read it)."""
     stream = stream if stream is not None else sys.stderr
-    if json_output or os.environ.get("CI") or os.environ.get("TRACEDOC_NO_PROGRESS"):
+    if json_output or off or os.environ.get("CI"):
         return False
     try:
         return bool(stream.isatty())
@@ -47,10 +48,10 @@ def input_bytes(path: Path) -> int:
 
 
 @contextmanager
-def progress_for(path: Path, json_output: bool) -> Iterator[Callable[[str], None] | None]:
+def progress_for(path: Path, json_output: bool, off: bool = False) -> Iterator[Callable[[str], None] | None]:
     """Yield a ``progress(message)`` callback that updates a transient stderr status line,
-    or ``None`` when no display is wanted (see the module docstring)."""
-    if not wanted(json_output) or input_bytes(path) < MIN_BYTES:
+    or ``None`` when no display is wanted (see the module docstring; ``off``: never)."""
+    if not wanted(json_output, off=off) or input_bytes(path) < MIN_BYTES:
         yield None
         return
     from rich.console import Console

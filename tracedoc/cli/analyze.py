@@ -142,8 +142,10 @@ def analyze(
         # otherwise the rules (and pandas) are imported while the loader's workers decode the trace
         if settings.rule_paths or settings.thresholds:
             settings.rules()
-        cache = default_cache(cache_dir, enabled=not no_cache)
-        with progress_for(progress_path(traces), json_output=format is Format.json) as progress:
+        cache = default_cache(cache_dir, enabled=not no_cache, env=settings.env)
+        with progress_for(
+            progress_path(traces), json_output=format is Format.json, off=settings.env.no_progress
+        ) as progress:
             if wants_many(traces, ranks, scheduler):
                 report = analyze_many(
                     traces,

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from tracedoc.cli.common import app
+from tracedoc.cli.common import app, funnel
 
 cache_app = typer.Typer(help="The frame cache: Parquet copies of loaded traces (see docs/scale.md).")
 app.add_typer(cache_app, name="cache")
@@ -18,7 +18,7 @@ def cache_info(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", hel
     """Print the cache folder, its entries and their size."""
     from tracedoc.cache import FrameCache
 
-    i = FrameCache(cache_dir).info()
+    i = FrameCache(_folder(cache_dir)).info()
     print(f"{i.directory}: {i.entries} entr{'y' if i.entries == 1 else 'ies'}, {i.bytes / 1e6:,.1f} MB")
     if not i.available:
         print("pyarrow is not installed: nothing is cached (pip install 'tracedoc[cache]')")
@@ -29,6 +29,18 @@ def cache_clear(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", he
     """Remove every cache entry."""
     from tracedoc.cache import FrameCache
 
-    c = FrameCache(cache_dir)
+    c = FrameCache(_folder(cache_dir))
     n = c.clear()
     print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {c.directory}")
+
+
+def _folder(cache_dir: Optional[Path]) -> Optional[str | Path]:
+    """``--cache-dir``, else ``$TRACEDOC_CACHE_DIR`` (None: the platform's default).
+
+    Raises:
+        typer.Exit: 2, after one line, when a ``TRACEDOC_*`` variable holds a bad value.
+    """
+    from tracedoc.settings import Environment
+
+    with funnel("environment", "read the environment", "reading the environment"):
+        return cache_dir if cache_dir is not None else Environment.read().cache_dir

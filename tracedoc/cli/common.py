@@ -75,8 +75,12 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def debugging() -> bool:
-    """Whether ``$TRACEDOC_DEBUG`` asks for tracebacks instead of one-line errors."""
-    return bool(os.environ.get(DEBUG_ENV))
+    """Whether ``$TRACEDOC_DEBUG`` asks for tracebacks instead of one-line errors.
+
+    The one variable read outside :class:`tracedoc.settings.Environment`: it decides how a
+    failure to build the settings is itself reported, so it cannot wait for them. Any value
+    but an empty one, ``0``, ``false``, ``no`` or ``off`` turns it on."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 @contextlib.contextmanager

@@ -68,22 +68,17 @@ def parse_size(text: str) -> int:
 
 
 def max_trace_bytes(max_bytes: int | None = None) -> int:
-    """The size limit in force: ``max_bytes`` if given, else ``$TRACEDOC_MAX_TRACE_BYTES``, else
-    :data:`DEFAULT_MAX_TRACE_BYTES`.
+    """The size limit in force: ``max_bytes`` if given, else :data:`DEFAULT_MAX_TRACE_BYTES`.
+    (``$TRACEDOC_MAX_TRACE_BYTES`` is read once, by :class:`tracedoc.settings.Environment`,
+    and reaches the loader as ``max_bytes``.)
 
     Raises:
-        TraceLoadError: the environment variable does not hold a valid size.
+        ValueError: ``max_bytes`` is not positive.
     """
     if max_bytes is not None:
         if max_bytes <= 0:
             raise ValueError("max_bytes must be positive")
         return int(max_bytes)
-    env = os.environ.get(MAX_BYTES_ENV)
-    if env:
-        try:
-            return parse_size(env)
-        except ValueError as exc:
-            raise TraceLoadError(f"${MAX_BYTES_ENV}", str(exc)) from None
     return DEFAULT_MAX_TRACE_BYTES
 
 
