@@ -25,7 +25,7 @@ from tracedoc.diff import (
     load_side,
     predicted_vs_measured,
 )
-from tracedoc.report.diff import MarkdownDiffRenderer
+from tracedoc.render.comparison import MarkdownDiffRenderer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"

@@ -42,7 +42,7 @@ from test_fast_loader import assert_same_trace
 from tracedoc.engine import analyze_trace
 from tracedoc.errors import TraceLoadError
 from tracedoc.load import load
-from tracedoc.report.render import JsonRenderer
+from tracedoc.render import render
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SEED_NAMES = (
@@ -155,7 +155,7 @@ def mutated_json(draw) -> bytes:
             elif op == "drop":
                 del events[i]
             else:
-                events[i] = draw(HOSTILE_VALUES)
+                events[i] = copy.deepcopy(draw(HOSTILE_VALUES))  # never the shared constant
             continue
         else:
             target, keys = doc, TOP_KEYS
@@ -163,7 +163,8 @@ def mutated_json(draw) -> bytes:
         if draw(st.integers(0, 3)) == 0:
             target.pop(key, None)
         else:
-            target[key] = draw(HOSTILE_VALUES)
+            # a copy: a later mutation of this case must not change the strategy's own constants
+            target[key] = copy.deepcopy(draw(HOSTILE_VALUES))
     raw = json.dumps(doc).encode()
     if draw(st.integers(0, 3)) == 0:  # a raw token no JSON encoder writes, after a comma
         commas = [i for i in range(len(raw)) if raw[i : i + 2] == b", "]
@@ -274,7 +275,7 @@ def test_fuzz_loaders_agree_and_analysis_never_raises(data):
     assert_same_trace(one, ref)
     assert_same_trace(two, ref)
     report = analyze_trace(one)
-    out = json.loads(JsonRenderer().render(report))
+    out = json.loads(render(report, "json"))
     assert out["trace"]["n_events"] == ref.n_events
     for f in out["findings"]:  # no impossible figure reported as a fact
         assert f["estimated_saving_ms"] is None or f["estimated_saving_ms"] >= 0

@@ -11,8 +11,9 @@ from tracebuilder import TraceBuilder, dataloader_bound
 import tracedoc
 from tracedoc.errors import TraceLoadError
 from tracedoc.fixloop.noise import decide
-from tracedoc.ranks import analyze_inputs, render_markdown, render_text
-from tracedoc.report.diff import _side
+from tracedoc.ranks import analyze_inputs
+from tracedoc.render.comparison import _side
+from tracedoc.render.ranks import render_markdown, render_text
 
 
 def test_one_rank_directory_says_one_trace_and_one_rank(tmp_path):

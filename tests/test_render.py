@@ -14,10 +14,9 @@ from conftest import FIXTURES, real_trace
 from rich.console import Console
 
 import tracedoc
-from tracedoc.engine.rules import Finding, Fix, Skipped
-from tracedoc.report.github import GithubRenderer, escape_data, escape_property
-from tracedoc.report.model import Report
-from tracedoc.report.render import (
+from tracedoc.engine.rules import Finding, Fix, Skipped, builtin_rules
+from tracedoc.render.github import GithubRenderer, escape_data, escape_property
+from tracedoc.render.report import (
     ORDER_NOTE,
     ConsoleRenderer,
     MarkdownRenderer,
@@ -29,7 +28,8 @@ from tracedoc.report.render import (
     suggested_num_workers,
     summary_line,
 )
-from tracedoc.report.sarif import SarifRenderer
+from tracedoc.render.sarif import SarifRenderer
+from tracedoc.report.model import Report
 
 WORKERS0 = "v100_resnet50_workers0.pt.trace.json.gz"
 
@@ -284,7 +284,7 @@ def sarif_validator():
 
 
 def test_sarif_is_valid_2_1_0(w0, sarif_validator):
-    log = json.loads(SarifRenderer().render(w0))
+    log = json.loads(SarifRenderer().render([w0], builtin_rules()))
     sarif_validator.validate(log)
     run = log["runs"][0]
     assert log["version"] == "2.1.0"
@@ -306,7 +306,7 @@ def test_sarif_is_valid_2_1_0(w0, sarif_validator):
     assert [n["associatedRule"]["id"] for n in notes] == [k.code for k in w0.skipped]
     assert {"TD401", "TD601", "TD501"} <= {k.code for k in w0.skipped}
     # the validator does reject a broken log (so the check above means something)
-    broken = json.loads(SarifRenderer().render(w0))
+    broken = json.loads(SarifRenderer().render([w0], builtin_rules()))
     broken["runs"][0]["results"][0]["level"] = "fatal"
     with pytest.raises(jsonschema.ValidationError):
         sarif_validator.validate(broken)
@@ -337,7 +337,7 @@ def fixloop_summary():
 
 
 def test_fixloop_table_fits_80_columns_without_cutting_numbers():
-    from tracedoc.fixloop.summary import render_table
+    from tracedoc.render.fixloop import render_table
 
     buf = io.StringIO()
     Console(file=buf, width=80, color_system=None).print(render_table(fixloop_summary(), 80))
@@ -351,7 +351,8 @@ def test_fixloop_table_fits_80_columns_without_cutting_numbers():
 
 
 def test_rank_table_fits_80_columns_and_pluralises(w0):
-    from tracedoc.ranks import MultiRankReport, RankResult, render_text, summarize
+    from tracedoc.ranks import MultiRankReport, RankResult, summarize
+    from tracedoc.render.ranks import render_text
 
     ranks = [RankResult(path="rank0.a_long_trace_file_name_for_rank_zero.pt.trace.json.gz", rank=0, report=w0)]
     buf = io.StringIO()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracedoc.config import Config, ConfigError, apply_thresholds, find_config, load_config, parse_config
+from tracedoc.config import ConfigError, apply_thresholds, find_config, load_config, parse_config
 from tracedoc.engine.expr import Expr
 from tracedoc.engine.rules import builtin_rules
 from tracedoc.errors import RuleError
@@ -61,8 +61,11 @@ def test_find_config_upward_then_cwd(tmp_path, monkeypatch):
     assert path == tmp_path / "pyproject.toml" and table == {"select": ["TD1"]}
     cfg = load_config(trace)
     assert cfg.select == ["TD1"] and cfg.path == tmp_path / "pyproject.toml"
-    monkeypatch.setenv("TRACEDOC_NO_CONFIG", "1")
-    assert load_config(trace) == Config()
+    monkeypatch.setenv("TRACEDOC_NO_CONFIG", "1")  # honoured where the settings are resolved
+    from tracedoc.settings import Settings
+
+    s = Settings.resolve(trace)
+    assert s.select is None and s.config_path is None
 
 
 def test_parse_config_values(tmp_path):

@@ -14,8 +14,9 @@ import pytest
 from conftest import real_trace
 
 import tracedoc
-from tracedoc.report.html import CATEGORY_ORDER, HtmlRenderer, kernel_categories
-from tracedoc.report.render import summary_line
+from tracedoc.render.html import HtmlRenderer
+from tracedoc.render.report import summary_line
+from tracedoc.signals.gpu import KERNEL_CATEGORIES
 
 WORKERS0 = "v100_resnet50_workers0.pt.trace.json.gz"
 
@@ -92,9 +93,10 @@ def test_html_report_loads_in_chromium_and_shows_the_findings(tmp_path, w0_trace
 
 
 def test_kernel_categories_add_up_to_kernel_time(w0_trace):
-    cats, top = kernel_categories(w0_trace)
-    assert list(cats) == list(CATEGORY_ORDER)
     report = tracedoc.analyze(w0_trace)
+    cats = {r["category"]: r["ms_per_step"] for r in report.kernels["by_category"]}
+    top = report.kernels["top"]
+    assert list(cats) == list(KERNEL_CATEGORIES)
     # the eligible-not-on-Tensor-Cores share is TD301's own figure (66.67 ms per step)
     assert cats["GEMM/conv not on Tensor Cores"] == pytest.approx(report.signals["tc_eligible_non_tc_ms"], rel=1e-3)
     assert cats["communication"] == 0.0 and cats["GEMM/conv on Tensor Cores"] == 0.0
@@ -107,7 +109,9 @@ def test_idle_ledger_and_rank_pages_render():
     report.idle_ledger = {"cuda:0": {"host-wait: DataLoader": 3.0, "kernel-wait": 1.5}}
     page = HtmlRenderer().render(report)
     assert 'id="idle-ledger"' in page and "host-wait: DataLoader" in page
-    assert 'id="kernel-categories"' not in page  # no trace given: no kernel charts
+    assert 'id="kernel-categories"' in page  # drawn from the report's kernels section
+    report.kernels = None
+    assert 'id="kernel-categories"' not in HtmlRenderer().render(report)  # none: no kernel charts
 
 
 def test_rank_directory_page_has_step_time_per_rank():
@@ -115,7 +119,7 @@ def test_rank_directory_page_has_step_time_per_rank():
 
     reports = [tracedoc.analyze(real_trace(n)) for n in (WORKERS0, "v100_resnet50_workers4.pt.trace.json.gz")]
     ranks = [RankResult(path=f"rank{i}.json", rank=i, report=r) for i, r in enumerate(reports)]
-    page = HtmlRenderer().render(MultiRankReport(directory="job", ranks=ranks, summary=summarize(ranks)))
+    page = HtmlRenderer().render_ranks(MultiRankReport(directory="job", ranks=ranks, summary=summarize(ranks)))
     assert 'id="rank-step-time"' in page and "2 traces" in page
     for r in reports:  # each rank's step time is plotted (plotly's JSON carries the numbers)
         assert str(r.signals["step_time_ms"]) in page

@@ -255,7 +255,7 @@ def test_the_headline_is_the_combined_replay_never_a_sum(name):
     if r.recoverable is None:
         assert not any(f.replayed_saving_ms is not None for f in r.findings)
         return
-    from tracedoc.report.render import recoverable_ms
+    from tracedoc.render.report import recoverable_ms
 
     fixes = [f.fix.replay for f in r.findings if f.replayed_saving_ms is not None]
     combined = SM.replay_saving_ms(SignalContext(load(real_trace(name))), fixes)

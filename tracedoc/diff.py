@@ -7,8 +7,12 @@ Inputs (each side detected on its own, see :func:`load_side`):
 * a saved report (``tracedoc analyze --format json`` output, ``schema_version`` 1 or 2);
 * a fix-loop trial directory: its ``analysis.json``, else its ``trace.pt.trace.json.gz``.
 
-Output: a :class:`DiffResult` (plain data; :meth:`DiffResult.to_dict` is the versioned
-JSON form, rendered by :mod:`tracedoc.report.diff`). Definitions:
+Output: a :class:`DiffResult`, the comparison document (:mod:`tracedoc.report.comparison`,
+importable from here too, with its :class:`StepTime` and :class:`Row`):
+:meth:`DiffResult.to_dict` is the versioned JSON form, :meth:`DiffResult.from_dict` reads it
+back, and :mod:`tracedoc.report.diff` renders it. The sides' whole reports stay here
+(:class:`Side`); the document keeps each side's path, kind, device and step count.
+Definitions:
 
 * **step time**: each report's ``step_time_ms`` signal (mean window over complete
   steps, the TensorBoard plugin's definition); the *median* step is reported beside it
@@ -46,14 +50,13 @@ from __future__ import annotations
 import os
 import stat
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tracedoc.errors import TracedocError
+from tracedoc.report.comparison import OFFSET_MIN_MS, SCHEMA_VERSION, DiffResult, Row, StepTime
 
-#: Version of :meth:`DiffResult.to_dict`'s layout (additive changes keep it).
-SCHEMA_VERSION = 1
 #: A finding present on both sides is "changed" when its saving moved by more than both
 #: of these (absolute ms per step, and a share of its before value), or its severity moved.
 #: A project choice, not from a published source: wide enough that the step-to-step jitter
@@ -302,10 +305,6 @@ def change_se_ms(before_steps: list[float], after_steps: list[float]) -> float |
     return (var_b / len(before_steps) + var_a / len(after_steps)) ** 0.5
 
 
-#: Parts that moved less than this (ms per step) are left out of ``offset_by``.
-OFFSET_MIN_MS = 0.5
-
-
 def _part_ms(signals: dict[str, Any], part: str) -> float | None:
     return _num(signals.get("gpu_busy_ms" if part == "gpu_busy" else f"idle_{part}_ms"))
 
@@ -341,7 +340,7 @@ def step_change_parts(before: dict[str, Any], after: dict[str, Any]) -> list[dic
         vb, va = _part_ms(sb, part), _part_ms(sa, part)
         if vb is None or va is None:
             return []
-        rows.append(Row(part, vb, va).to_dict())
+        rows.append(Row.measured(part, vb, va).to_dict())
     return rows
 
 
@@ -411,129 +410,6 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b == 0 else a / b
 
 
-@dataclass
-class StepTime:
-    """Step time before and after (ms per step); ``change_ms`` = after - before."""
-
-    before: float | None
-    after: float | None
-    median_before: float | None
-    median_after: float | None
-    change_se: float | None = None
-
-    @property
-    def change_ms(self) -> float | None:
-        """after - before (ms per step; negative means faster), None when one is unknown."""
-        return None if self.before is None or self.after is None else self.after - self.before
-
-    @property
-    def change_pct(self) -> float | None:
-        """(after - before) / before * 100; positive means slower."""
-        r = _ratio(self.change_ms, self.before)
-        return None if r is None else 100.0 * r
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``step_time_ms`` object of the JSON form (ms; ``change_pct`` in %)."""
-        med = None
-        if self.median_before is not None and self.median_after is not None:
-            med = self.median_after - self.median_before
-        return {
-            "before": _round(self.before),
-            "after": _round(self.after),
-            "change_ms": _round(self.change_ms),
-            "change_pct": _round(self.change_pct, 2),
-            "change_se_ms": _round(self.change_se),
-            "median_before": _round(self.median_before),
-            "median_after": _round(self.median_after),
-            "median_change_ms": _round(med),
-        }
-
-
-@dataclass
-class Row:
-    """One category (or cause) before and after, ms per step."""
-
-    name: str
-    before: float | None
-    after: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"name", "before_ms", "after_ms", "change_ms"}`` (ms per step, None when unknown)."""
-        change = None if self.before is None or self.after is None else self.after - self.before
-        return {
-            "name": self.name,
-            "before_ms": _round(self.before),
-            "after_ms": _round(self.after),
-            "change_ms": _round(change),
-        }
-
-
-@dataclass
-class DiffResult:
-    """The comparison of two analyses (see the module docstring for every definition).
-
-    Attributes:
-        before, after: ``{"path", "kind", "device", "step_count"}`` of each side.
-        step_time: step time before and after.
-        breakdown: ms per step by breakdown category.
-        idle_ledger: ``{device: [Row per cause]}``; empty unless both reports have one.
-        resolved, new, changed, persisting: findings by status (dicts, see ``to_dict``).
-        outlier_steps: ``{"before": [...], "after": [...]}``: complete steps longer than
-            :data:`OUTLIER_FACTOR` x the median, with the category that grew most.
-        step_change_parts: :func:`step_change_parts` (``[]`` without a GPU ledger).
-    """
-
-    before: dict[str, Any]
-    after: dict[str, Any]
-    step_time: StepTime
-    breakdown: list[Row]
-    idle_ledger: dict[str, list[Row]] = field(default_factory=dict)
-    resolved: list[dict[str, Any]] = field(default_factory=list)
-    new: list[dict[str, Any]] = field(default_factory=list)
-    changed: list[dict[str, Any]] = field(default_factory=list)
-    persisting: list[dict[str, Any]] = field(default_factory=list)
-    outlier_steps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    step_change_parts: list[dict[str, Any]] = field(default_factory=list)
-
-    def regressed(self, pct: float) -> bool:
-        """True when the step time grew by more than ``pct`` percent."""
-        c = self.step_time.change_pct
-        return c is not None and c > pct
-
-    def to_dict(self) -> dict[str, Any]:
-        """The versioned JSON form::
-
-        {"schema_version": 1, "before": {...}, "after": {...},
-         "step_time_ms": {"before", "after", "change_ms", "change_pct",
-                          "median_before", "median_after", "median_change_ms"},
-         "breakdown_ms": [{"name", "before_ms", "after_ms", "change_ms"}],
-         "idle_ledger_ms": {device: [{"name", "before_ms", "after_ms", "change_ms"}]},
-         "resolved": [{"code", "name", "severity", "predicted_saving_ms",
-                       "measured_saving_ms", "ratio", "error",
-                       "measured_saving_median_ms", "ratio_median", "error_median",
-                       "saving_basis", "slice", "slice_before_ms", "slice_after_ms",
-                       "measured_slice_saving_ms", "ratio_slice", "error_slice",
-                       "offset_ms", "offset_by": [{"name", "change_ms"}]}],
-         "new": [...], "changed": [...], "persisting": [...],
-         "outlier_steps": {"before": [...], "after": [...]},
-         "step_change_parts": [{"name", "before_ms", "after_ms", "change_ms"}]}
-        """
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "before": self.before,
-            "after": self.after,
-            "step_time_ms": self.step_time.to_dict(),
-            "breakdown_ms": [r.to_dict() for r in self.breakdown],
-            "idle_ledger_ms": {d: [r.to_dict() for r in rows] for d, rows in self.idle_ledger.items()},
-            "resolved": self.resolved,
-            "new": self.new,
-            "changed": self.changed,
-            "persisting": self.persisting,
-            "outlier_steps": self.outlier_steps,
-            "step_change_parts": self.step_change_parts,
-        }
-
-
 def _side_info(side: Side) -> dict[str, Any]:
     r = side.report
     dev = (r.get("trace") or {}).get("device")
@@ -554,7 +430,7 @@ def _breakdown(b: dict[str, Any], a: dict[str, Any]) -> list[Row]:
             share, st = _num(s.get(f"{cat}_share")), _num(s.get("step_time_ms"))
             vals.append(None if share is None or st is None else share * st)
         if vals[0] is not None or vals[1] is not None:
-            rows.append(Row(cat, vals[0], vals[1]))
+            rows.append(Row.measured(cat, vals[0], vals[1]))
     return rows
 
 
@@ -566,7 +442,7 @@ def _ledger(b: dict[str, Any], a: dict[str, Any]) -> dict[str, list[Row]]:
     for dev in list(lb) + [d for d in la if d not in lb]:
         cb, ca = lb.get(dev) or {}, la.get(dev) or {}
         causes = list(cb) + [c for c in ca if c not in cb]
-        out[str(dev)] = [Row(c, _num(cb.get(c)), _num(ca.get(c))) for c in causes]
+        out[str(dev)] = [Row.measured(c, _num(cb.get(c)), _num(ca.get(c))) for c in causes]
     return out
 
 
@@ -687,7 +563,7 @@ def compare(before: Side, after: Side) -> DiffResult:
     """Compare two loaded sides (see the module docstring for the definitions)."""
     b, a = before.report, after.report
     tb, ta = complete_step_times(b), complete_step_times(a)
-    step_time = StepTime(
+    step_time = StepTime.measured(
         _num(b.get("signals", {}).get("step_time_ms")),
         _num(a.get("signals", {}).get("step_time_ms")),
         statistics.median(tb) if tb else None,
@@ -780,9 +656,12 @@ def compare_reports(before: Any, after: Any) -> DiffResult:
 
 
 __all__ = [
+    "SCHEMA_VERSION",
     "DiffInputError",
     "DiffResult",
+    "Row",
     "Side",
+    "StepTime",
     "compare",
     "compare_reports",
     "change_se_ms",

@@ -80,3 +80,12 @@ class SettingsError(TracedocError):
 
     def __init__(self, message: str) -> None:
         super().__init__(one_line(message))
+
+
+class DocumentError(TracedocError):
+    """A document's ``from_dict`` was given something it does not read: not an object, no
+    ``schema_version`` or another one, another ``kind``, a field missing or of the wrong shape.
+    The message is one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message)[:300])

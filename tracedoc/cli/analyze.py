@@ -125,7 +125,6 @@ def analyze(
     max_bytes = _parse_size(max_trace_bytes)
     if output is not None and not output.absolute().parent.is_dir():  # before a long analysis
         raise fail(f"{output}: cannot write (no such directory)")
-    loaded = None
     with funnel(label, "analyze", "analyzing"):
         settings = _settings(
             traces[0],
@@ -159,14 +158,12 @@ def analyze(
                     progress=progress,
                 )
             else:
-                loaded, report = _analyze_one(traces[0], settings, cache, progress)
-    if format is not Format.html:
-        loaded = None  # free the frames before rendering
+                report = _analyze_one(traces[0], settings, cache, progress)  # the frames are freed here
     from tracedoc.cli.output import emit
 
     # a value no renderer can write must still end in one line, not a traceback
     with funnel(label, "write the report", "writing the report"):
-        emit(report, format, output=output, top=top, quiet=quiet, color=color, trace=loaded)
+        emit(report, format, output=output, top=top, quiet=quiet, color=color, rules=settings.rules())
     raise typer.Exit(_exit_code(report, settings.fail_on, exit_zero, settings.strict))
 
 
@@ -205,13 +202,10 @@ def _settings(trace: str, **options: Any) -> Any:
     return Settings.resolve(trace, **options)
 
 
-def _analyze_one(path: str, settings: Any, cache: Any, progress: Optional[Callable[[str], None]]) -> tuple[Any, Any]:
-    """Load one trace (warning on stderr about impossible values dropped) and analyze it.
-
-    Returns:
-        ``(trace, report)``: the loaded :class:`~tracedoc.trace.Trace` (for the HTML report's
-        kernel charts) and its :class:`~tracedoc.report.model.Report`.
-    """
+def _analyze_one(path: str, settings: Any, cache: Any, progress: Optional[Callable[[str], None]]) -> Any:
+    """Load one trace (warning on stderr about impossible values dropped) and analyze it into
+    its :class:`~tracedoc.report.model.Report`, which holds all any renderer needs (the
+    frames are freed on return)."""
     from tracedoc import pipeline
     from tracedoc.load import load
 
@@ -224,16 +218,14 @@ def _analyze_one(path: str, settings: Any, cache: Any, progress: Optional[Callab
             f"tracedoc: warning: {escape(display_path(loaded.path))}: dropped impossible values: {escape(parts)}",
             soft_wrap=True,
         )
-    all_rules = settings.rules()
     if progress:
         progress("computing signals and rules")
-    report = pipeline.analyze(
+    return pipeline.analyze(
         loaded,
         settings,
-        rules=all_rules,  # thresholds applied, selectors checked
+        rules=settings.rules(),  # thresholds applied, selectors checked
         signal_store=use_cache.signals(path) if use_cache is not None else None,
     )
-    return loaded, report
 
 
 def _exit_code(report: Any, fail_on: str, exit_zero: bool, strict: bool) -> int:

@@ -30,12 +30,10 @@ def diff_command(
         from tracedoc.diff import diff
 
         result = diff(before, after)
-    from tracedoc.report.diff import JsonDiffRenderer, MarkdownDiffRenderer, TextDiffRenderer
+    from tracedoc.render import render
 
-    if format is Format.json:
-        sys.stdout.write(JsonDiffRenderer().render(result) + "\n")
-    elif format is Format.markdown:
-        sys.stdout.write(MarkdownDiffRenderer().render(result))
+    if format is Format.text:
+        render(result, "text", console=Console(highlight=False))
     else:
-        TextDiffRenderer(Console(highlight=False)).render(result)
+        sys.stdout.write(render(result, format.value))
     raise typer.Exit(1 if fail_on_regression is not None and result.regressed(fail_on_regression) else 0)

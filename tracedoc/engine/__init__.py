@@ -266,7 +266,19 @@ def analyze_trace(
         notes=report_notes(ctx),
         rules_evaluated=[r.code for r in rules],
         recoverable=_recoverable(combined, findings),
+        kernels=_kernels(ctx),
     )
+
+
+def _kernels(ctx: SignalContext) -> dict[str, list[dict[str, Any]]] | None:
+    """The report's ``kernels`` section: the table signals ``kernel_time_by_category`` and
+    ``top_kernels`` (:mod:`tracedoc.signals.gpu`); None when the trace has no kernel in its
+    step windows."""
+    by_category, why = ctx.try_get("kernel_time_by_category")
+    top, why_top = ctx.try_get("top_kernels")
+    if why is not None or why_top is not None:
+        return None
+    return {"by_category": by_category, "top": top}
 
 
 def _recoverable(combined: tuple[float, list[str]] | None, findings: list[Finding]) -> dict[str, Any] | None:

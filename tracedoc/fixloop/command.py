@@ -10,18 +10,21 @@ the running trial's process group is stopped. Nothing heavy (torch, pandas) is i
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import re
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from tracedoc.report.fixloop import FixLoopSummary
 
 FORMATS = ("text", "json", "markdown")
 #: Old ``--format`` names still accepted, with a warning on stderr: name -> current name.
@@ -286,24 +289,20 @@ def _trial_analyzer(err, workload: Path, rules):
         raise _fail(err, f"--rules: invalid rule file: {type(exc).__name__}: {exc}") from None
 
 
-def _print_report(summary: dict, format_: str) -> None:
+def _print_report(summary: FixLoopSummary, format_: str) -> None:
     """Write the loop's report on stdout: JSON, Markdown, or the text table and its notes
     (160 columns wide when stdout is not a terminal and ``$COLUMNS`` is unset)."""
     from rich.console import Console
 
-    from tracedoc.fixloop.summary import render_markdown, render_notes, render_table
+    from tracedoc.render import render
 
-    if format_ == "json":
-        typer.echo(json.dumps(summary, indent=2))
-    elif format_ == "markdown":
-        typer.echo(render_markdown(summary))
-    else:
-        out_console = Console()
-        if not out_console.is_terminal and "COLUMNS" not in os.environ:
-            out_console = Console(width=160)  # a log or a pipe: do not squeeze the table to 80 columns
-        out_console.print(render_table(summary))
-        for note in render_notes(summary):
-            out_console.print(f"  {note}", markup=False, highlight=False, soft_wrap=True)
+    if format_ != "text":
+        sys.stdout.write(render(summary, format_))
+        return
+    out_console = Console()
+    if not out_console.is_terminal and "COLUMNS" not in os.environ:
+        out_console = Console(width=160)  # a log or a pipe: do not squeeze the table to 80 columns
+    render(summary, "text", console=out_console)
 
 
 def _run(
@@ -358,11 +357,12 @@ def _run(
         highlight=False,
         soft_wrap=True,
     )
-    summary = loop.run()
+    loop.run()
+    summary = loop.summary  # the document run() wrote
 
     _print_report(summary, format_)
     err.print(f"wrote {out_dir}/summary.json, summary.md, final_config.json", highlight=False, soft_wrap=True)
-    if summary["interrupted"]:
-        raise typer.Exit(128 + summary["signal"] if summary.get("signal") else 130)
-    if summary["final"] is None:
-        raise _fail(err, f"the baseline trial failed: {summary['stop_reason']}; see {out_dir}/trial-00/stderr.log")
+    if summary.interrupted:
+        raise typer.Exit(128 + summary.signal if summary.signal else 130)
+    if summary.final is None:
+        raise _fail(err, f"the baseline trial failed: {summary.stop_reason}; see {out_dir}/trial-00/stderr.log")

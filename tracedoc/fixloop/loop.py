@@ -41,6 +41,7 @@ from tracedoc.fixloop.noise import MIN_ROUNDS, decide
 from tracedoc.fixloop.runner import Runner, TrialOutcome
 from tracedoc.fixloop.summary import build_summary, predicted_vs_measured, write_summary
 from tracedoc.fixloop.workload import WorkloadError, WorkloadSpec
+from tracedoc.report.fixloop import FixLoopSummary
 
 #: Statuses a trial can end with. ``baseline`` is the first trial when it measured.
 STATUSES = ("baseline", "kept", "reverted", "inconclusive", "crashed", "oom", "timeout", "interrupted")
@@ -258,11 +259,14 @@ class FixLoop:
         self.started = time.time()
         self.device: dict[str, Any] = {}
         self.incumbent: TrialRecord | None = None
+        #: the last summary written (:meth:`write`), the document; None before the first
+        self.summary: FixLoopSummary | None = None
         self._incumbent_analysis: dict[str, Any] | None = None
 
     # ---------------------------------------------------------------- running
     def run(self) -> dict[str, Any]:
-        """Run the loop and return the summary dict (also written to ``out_dir``).
+        """Run the loop and return the summary dict (also written to ``out_dir``): the
+        ``to_dict()`` of the document left in :attr:`summary`.
 
         Raises:
             WorkloadError: a bad ``--set`` or ``--device`` (nothing has run yet).
@@ -288,10 +292,12 @@ class FixLoop:
             return self.write()
 
     def write(self) -> dict[str, Any]:
-        """Write summary.json, summary.md and final_config.json now; return the summary."""
+        """Write summary.json, summary.md and final_config.json now; keep the summary document
+        in :attr:`summary` and return its ``to_dict()`` (what summary.json holds)."""
         summary = build_summary(self)
         write_summary(self.out_dir, summary)
-        return summary
+        self.summary = summary
+        return summary.to_dict()
 
     def _trial_dir(self, index: int) -> Path:
         return self.out_dir / f"trial-{index:02d}"

@@ -31,6 +31,8 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
+from tracedoc.stats import cv  # noqa: F401  (re-exported: the fix-loop reads it here)
+
 #: Two-sided confidence of the interval for the median ratio (at least).
 CONFIDENCE = 0.90
 #: Fewest rounds with which the sign-test interval reaches :data:`CONFIDENCE` (2 / 2**5 = 6.25 %).
@@ -78,14 +80,6 @@ class Decision:
     def to_dict(self) -> dict:
         """JSON-safe form."""
         return asdict(self)
-
-
-def cv(values: list[float]) -> float:
-    """Coefficient of variation: sample standard deviation / mean; 0 for fewer than two values."""
-    if len(values) < 2:
-        return 0.0
-    mean = statistics.fmean(values)
-    return statistics.stdev(values) / mean if mean else math.inf
 
 
 def median_interval(n: int, confidence: float = CONFIDENCE) -> tuple[int, float] | None:

@@ -1,19 +1,9 @@
-"""The fix-loop summary: plain data, written as JSON and Markdown, rendered as a rich table.
+"""The fix-loop summary: built from the loop as a :class:`~tracedoc.report.fixloop.FixLoopSummary`
+(the document, in :mod:`tracedoc.report.fixloop`, with its JSON schema), written as JSON and
+Markdown, rendered as a rich table.
 
-``summary.json`` (``schema_version`` 3: A/B rounds, ``inconclusive``, ``warnings``; 3 replaced
-``prediction_ratio`` by ``prediction_error``)::
-
-    {"schema_version": 1, "tool": {...}, "workload": str, "out_dir": str,
-     "device": {"type", "name", "bf16_supported", "torch"},
-     "options": {...}, "noise_rule": str,
-     "baseline": {"config", "samples_per_s", "step_time_ms"},
-     "final": {"config", "samples_per_s", "step_time_ms", "speedup", "trial", "changes": [str]},
-     "trials": [{"index", "change", "status", "samples_per_s", "step_time_ms", "speedup",
-                 "predicted_saving_ms", "measured_saving_ms", "decision", "error", ...}],
-     "not_applicable": [{"knob", "reason"}], "skipped": [{"code", "name", "knob", "reason"}],
-     "warnings": [str], "stop_reason": str, "interrupted": bool, "signal": int | null,
-     "started_at", "wall_s"}
-
+``summary.json`` is :meth:`FixLoopSummary.to_dict` (``schema_version`` 3: A/B rounds,
+``inconclusive``, ``warnings``; 3 replaced ``prediction_ratio`` by ``prediction_error``).
 Each trial also has ``ab`` (the A/B rounds: samples/s and step ms of incumbent and
 candidate per round, their medians and coefficients of variation),
 ``prediction_error`` ((predicted - measured) / measured, the prediction rescaled to the timed
@@ -21,11 +11,13 @@ step when known; until schema 2 this was ``prediction_ratio``, measured / predic
 for the applied finding between the two profiled traces), ``profiled_step_ms`` (the
 profiled trace's mean step, ms, beside the timed ``step_time_ms``) and
 ``predicted_saving_timed_ms`` (the prediction rescaled by the incumbent's timed / profiled
-step). The file is strict JSON: a
-non-finite number is written as ``null``.
+step). The file is strict JSON: a non-finite number is written as ``null``.
 
 ``trials[0]`` is the baseline. ``final`` is the incumbent (the last kept trial, or the
 baseline); it is ``null`` only when the baseline itself failed.
+
+The renderers (:func:`render_markdown`, :func:`render_table`, :func:`render_notes`) take the
+document or its ``to_dict()`` form (a saved ``summary.json``).
 """
 
 from __future__ import annotations
@@ -37,13 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracedoc.fixloop.workload import strict_json
+from tracedoc.render.fixloop import render_markdown
+from tracedoc.report.fixloop import SCHEMA_VERSION, FixLoopSummary
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rich.table import Table
-
     from tracedoc.fixloop.loop import FixLoop
-
-SCHEMA_VERSION = 3
 
 NOISE_RULE = (
     "incumbent (A) and candidate (B) run in alternating A/B rounds (fresh processes, at least 5); "
@@ -51,8 +41,6 @@ NOISE_RULE = (
     "lies above 1 + min_gain; revert if it lies below; otherwise run more rounds up to max_rounds, "
     "then 'inconclusive' (not kept)"
 )
-
-COLUMNS = ("#", "change", "step ms", "samples/s", "CV", "speedup", "status", "predicted ms", "measured ms")
 
 
 def predicted_vs_measured(
@@ -140,8 +128,9 @@ def _version() -> str:
         return "0+unknown"
 
 
-def build_summary(loop: FixLoop) -> dict[str, Any]:
-    """Collect the loop's state into the summary dict described in the module docstring."""
+def build_summary(loop: FixLoop) -> FixLoopSummary:
+    """The loop's state as the summary document (:class:`~tracedoc.report.fixloop.FixLoopSummary`;
+    every non-finite number replaced by None, :func:`tracedoc.fixloop.workload.strict_json`)."""
     records = loop.records
     baseline = records[0] if records else None
     inc = loop.incumbent
@@ -156,14 +145,13 @@ def build_summary(loop: FixLoop) -> dict[str, Any]:
             "trial": inc.index,
             "changes": kept,
         }
-    return strict_json(
-        {
-            "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "tracedoc", "command": "fix-loop", "version": _version()},
-            "workload": loop.workload,
-            "out_dir": str(loop.out_dir),
-            "device": loop.device,
-            "options": {
+    return FixLoopSummary(
+        version=_version(),
+        workload=loop.workload,
+        out_dir=str(loop.out_dir),
+        device=strict_json(loop.device),
+        options=strict_json(
+            {
                 "max_trials": loop.options.max_trials,
                 "unsafe_fixes": loop.options.unsafe_fixes,
                 "device": loop.options.device,
@@ -172,28 +160,35 @@ def build_summary(loop: FixLoop) -> dict[str, Any]:
                 "ab_rounds": loop.options.ab_rounds,
                 "max_rounds": loop.options.max_rounds,
                 "n_cpus": loop.n_cpus,
-            },
-            "noise_rule": NOISE_RULE,
-            "baseline": None
-            if baseline is None
-            else {
+            }
+        ),
+        noise_rule=NOISE_RULE,
+        baseline=None
+        if baseline is None
+        else strict_json(
+            {
                 "config": baseline.config,
                 "samples_per_s": baseline.samples_per_s,
                 "step_time_ms": baseline.step_time_ms,
                 "status": baseline.status,
-            },
-            "final": final,
-            "trials": [r.to_dict() for r in records],
-            "not_applicable": loop.not_applicable,
-            "skipped": loop.skipped,
-            "warnings": warnings(loop),
-            "stop_reason": loop.stop_reason or "running",
-            "interrupted": loop.interrupted,
-            "signal": loop.signal,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(loop.started)),
-            "wall_s": round(time.time() - loop.started, 1),
-        }
+            }
+        ),
+        final=strict_json(final),
+        trials=strict_json([r.to_dict() for r in records]),
+        not_applicable=strict_json(loop.not_applicable),
+        skipped=strict_json(loop.skipped),
+        warnings=warnings(loop),
+        stop_reason=loop.stop_reason or "running",
+        interrupted=loop.interrupted,
+        signal=loop.signal,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(loop.started)),
+        wall_s=round(time.time() - loop.started, 1),
     )
+
+
+def _plain(summary: FixLoopSummary | dict[str, Any]) -> dict[str, Any]:
+    """The summary's JSON form: the document's ``to_dict()``, or the dict as given."""
+    return summary.to_dict() if isinstance(summary, FixLoopSummary) else summary
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -202,8 +197,10 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_summary(out_dir: Path, summary: dict[str, Any]) -> None:
-    """Write ``summary.json``, ``summary.md`` and ``final_config.json`` (each replaced atomically)."""
+def write_summary(out_dir: Path, summary: FixLoopSummary | dict[str, Any]) -> None:
+    """Write ``summary.json`` (the document's ``to_dict()``), ``summary.md`` and
+    ``final_config.json`` (each replaced atomically)."""
+    summary = _plain(summary)
     out_dir.mkdir(parents=True, exist_ok=True)
     _atomic_write(
         out_dir / "summary.json", json.dumps(strict_json(summary), indent=2, allow_nan=False, default=str) + "\n"
@@ -213,166 +210,13 @@ def write_summary(out_dir: Path, summary: dict[str, Any]) -> None:
         _atomic_write(out_dir / "final_config.json", json.dumps(summary["final"]["config"], indent=2) + "\n")
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
-
-
-def _num(value: float | None, digits: int = 1, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-
-
-def rows(summary: dict[str, Any]) -> list[list[str]]:
-    """The table's rows as text, one per trial, in :data:`COLUMNS` order."""
-    out = []
-    for t in summary["trials"]:
-        speed = "-" if t.get("speedup") is None else f"{t['speedup']:.2f}x"
-        ab = t.get("ab") or {}
-        if ab.get("rounds"):
-            cv_a, cv_b = ab["incumbent"].get("cv"), ab["candidate"].get("cv")
-            cvs = f"{_pct(cv_b)} (A {_pct(cv_a)})"
-        else:
-            reps = t.get("samples_per_s_repeats") or []
-            from tracedoc.fixloop.noise import cv
-
-            cvs = _pct(cv(reps)) if len(reps) > 1 else "-"
-        out.append(
-            [
-                str(t["index"]),
-                t["change"],
-                _num(t.get("step_time_ms")),
-                _num(t.get("samples_per_s")),
-                cvs,
-                speed,
-                t["status"],
-                _num(t.get("predicted_saving_ms"), signed=False),
-                _num(t.get("measured_saving_ms"), signed=True),
-            ]
-        )
-    return out
-
-
-def _final_line(summary: dict[str, Any]) -> str:
-    final = summary.get("final")
-    if final is None:
-        return f"No result: {summary.get('stop_reason')}."
-    changes = ", ".join(final["changes"]) or "none kept"
-    return (
-        f"Final: {_num(final['samples_per_s'])} samples/s, {final['speedup']:.2f}x the baseline "
-        f"(trial {final['trial']}; changes: {changes}). Stopped: {summary.get('stop_reason')}."
-    )
-
-
-def render_markdown(summary: dict[str, Any]) -> str:
-    """The summary as a Markdown document (table, final result, notes, the noise rule)."""
-    dev = summary.get("device") or {}
-    lines = [
-        f"# tracedoc fix-loop: `{Path(summary['workload']).name}`",
-        "",
-        f"Device: {dev.get('name', '?')} ({dev.get('type', '?')}), torch {dev.get('torch', '?')}. "
-        f"Savings are ms per step of the incumbent; predicted = the finding's estimated saving, "
-        f"measured = incumbent step time - candidate step time (per sample when the batch size changes), "
-        f"both from interleaved A/B rounds; CV = coefficient of variation of the candidate's rounds "
-        f"(A: the incumbent's in the same rounds).",
-        "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "|".join("---:" if c not in ("change", "status") else "---" for c in COLUMNS) + "|",
-    ]
-    for row in rows(summary):
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
-    lines += ["", _final_line(summary), ""]
-    if summary.get("warnings"):
-        lines += ["## Warnings", ""] + [f"- {w}" for w in summary["warnings"]] + [""]
-    decided = [t for t in summary["trials"] if t.get("decision")]
-    if decided:
-        lines += ["## Decisions", ""] + [f"- trial {t['index']}: {t['decision']['reason']}" for t in decided] + [""]
-    errors = [t for t in summary["trials"] if t.get("error")]
-    if errors:
-        lines += (
-            ["## Failed trials", ""] + [f"- trial {t['index']} ({t['status']}): {t['error']}" for t in errors] + [""]
-        )
-    if summary.get("not_applicable"):
-        lines += ["## Not applicable on this device", ""]
-        lines += [f"- `{n['knob']}`: {n['reason']}" for n in summary["not_applicable"]] + [""]
-    if summary.get("skipped"):
-        lines += ["## Fixes not tried", ""]
-        lines += [f"- {s['code']} {s['name']} -> `{s['knob']}`: {s['reason']}" for s in summary["skipped"]] + [""]
-    opts = summary["options"]
-    lines += [
-        "## Keep rule",
-        "",
-        f"{summary['noise_rule']}; here min_gain = {opts['min_gain']:.0%}, "
-        f"{opts.get('ab_rounds')} to {opts.get('max_rounds')} rounds.",
-        "",
-    ]
-    if summary.get("final") is not None:
-        lines += ["## Final configuration", "", "```json", json.dumps(summary["final"]["config"], indent=2), "```", ""]
-    return "\n".join(lines)
-
-
-def render_table(summary: dict[str, Any], width: int | None = None) -> Table:
-    """The summary as a rich :class:`~rich.table.Table` (trace text escaped).
-
-    Fits ``width`` columns (default: the terminal's, 80 when not a terminal): light column
-    rules, every column but "change" kept on one line (two-word headers stack), so numbers
-    and statuses are never cut; a long change wraps at its spaces, and a word of it too
-    long for the column is shortened in the middle (``samples_p…knob_name:``).
-    """
-    from rich import box
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    from tracedoc.text import middle_ellipsis
-
-    style = {
-        "kept": "green",
-        "baseline": "bold",
-        "reverted": "yellow",
-        "inconclusive": "yellow",
-        "crashed": "red",
-        "oom": "red",
-        "timeout": "red",
-        "interrupted": "magenta",
-    }
-    table = Table(
-        title=f"tracedoc fix-loop: {escape(Path(summary['workload']).name)}",
-        caption=escape(_final_line(summary)),
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    body = rows(summary)
-    heads = [c.replace(" ms", "\nms") if c in ("step ms", "predicted ms", "measured ms") else c for c in COLUMNS]
-    fixed = sum(
-        max(max(len(h) for h in heads[j].split("\n")), *(len(r[j]) for r in body)) if body else len(heads[j])
-        for j in range(len(COLUMNS))
-        if COLUMNS[j] != "change"
-    )
-    change_w = max(14, (width or Console().width) - fixed - 2 * (len(COLUMNS) - 1) - 2)
-    for col in COLUMNS:
-        table.add_column(
-            heads[COLUMNS.index(col)],
-            justify="left" if col in ("change", "status") else "right",
-            no_wrap=col != "change",
-            min_width=14 if col == "change" else None,
-            overflow="fold",
-        )
-    at = COLUMNS.index("status")
-    for row in body:
-        status = row[at]
-        row[1] = " ".join(middle_ellipsis(w, change_w) for w in row[1].split(" "))
-        row = [escape(c) for c in row]
-        row[at] = f"[{style.get(status, '')}]{row[at]}[/]" if style.get(status) else row[at]
-        table.add_row(*row)
-    return table
-
-
-def render_notes(summary: dict[str, Any]) -> list[str]:
-    """Plain-text notes printed under the table: failures, not-applicable knobs, fixes not tried."""
-    notes = [f"warning: {w}" for w in summary.get("warnings") or []]
-    notes += [f"trial {t['index']} {t['status']}: {t['error']}" for t in summary["trials"] if t.get("error")]
-    notes += [f"{n['knob']}: {n['reason']}" for n in summary.get("not_applicable") or []]
-    notes += [f"{s['code']} {s['name']} -> {s['knob']}: {s['reason']}" for s in summary.get("skipped") or []]
-    return notes
+__all__ = [
+    "NOISE_RULE",
+    "PROFILED_STEP_FACTOR",
+    "SCHEMA_VERSION",
+    "FixLoopSummary",
+    "build_summary",
+    "predicted_vs_measured",
+    "warnings",
+    "write_summary",
+]

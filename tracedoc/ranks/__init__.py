@@ -10,8 +10,12 @@ Modules, in the order the work flows:
   (``--scheduler``); :func:`analyze_inputs` decides rank mode and assembles the report.
 * :mod:`~tracedoc.ranks.summary`: the cross-rank summary (straggler from the matched
   collectives, step time per rank, exposed communication, findings by scope).
-* :mod:`~tracedoc.ranks.render`, :mod:`~tracedoc.ranks.command`: the text/Markdown views
-  and the ``analyze`` command's many-traces path.
+* the documents, :class:`MultiRankReport` and :class:`MultiTraceReport` (with their
+  :class:`~tracedoc.report.ranks.RankEntry`), are in :mod:`tracedoc.report.ranks`, each with
+  ``to_dict`` and a ``from_dict`` that reverses it; the computing code builds them from the
+  workers' :class:`RankResult` s (which also carry the collective timings, kept out of the JSON).
+* :mod:`~tracedoc.ranks.command`: the ``analyze`` command's many-traces path (the text and
+  Markdown views are in :mod:`tracedoc.render.ranks`).
 
 A trace's rank is ``distributedInfo.rank`` when the trace carries it, else the number in
 its file name (``rank-3.….pt.trace.json.gz``, ``…_rank_3…``, ``rank3…``), else unknown.
@@ -50,13 +54,13 @@ Unrelated traces: ``{"schema_version": 2, "kind": "multi-trace", "tool", "inputs
 from tracedoc.ranks.discover import TRACE_SUFFIXES, find_traces, rank_from_filename
 from tracedoc.ranks.executors import analyze_directory, analyze_inputs
 from tracedoc.ranks.job import RankResult, analyze_one
-from tracedoc.ranks.render import render_markdown, render_text
-from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport, compare_collectives, summarize
+from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport, RankEntry, compare_collectives, summarize
 
 __all__ = [
     "TRACE_SUFFIXES",
     "MultiRankReport",
     "MultiTraceReport",
+    "RankEntry",
     "RankResult",
     "analyze_directory",
     "analyze_inputs",
@@ -64,7 +68,5 @@ __all__ = [
     "analyze_one",
     "find_traces",
     "rank_from_filename",
-    "render_markdown",
-    "render_text",
     "summarize",
 ]

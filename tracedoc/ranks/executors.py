@@ -20,7 +20,7 @@ from tracedoc import hostfacts
 from tracedoc.errors import TracedocError, TraceLoadError
 from tracedoc.ranks.discover import Discovery, discover
 from tracedoc.ranks.job import RankResult, analyze_one
-from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport, summarize
+from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport, RankEntry, summarize
 
 
 class SchedulerError(TracedocError):
@@ -250,9 +250,9 @@ def _rank_report(
     ok.sort(key=_sort_key)
     return MultiRankReport(
         directory=" ".join(str(i) for i in inputs),
-        ranks=ok,
+        ranks=[RankEntry.of(r) for r in ok],  # the document: no collective timings, no worker timings
         summary=summarize(ok),
-        failed=failed,
+        failed=[RankEntry.failure_of(r) for r in failed],
         skipped=found.skipped,
         followed=found.followed,
         run=run,
@@ -327,8 +327,8 @@ def analyze_inputs(
     if not rank_mode:
         return MultiTraceReport(
             inputs=[str(i) for i in inputs],
-            traces=ok,
-            failed=failed,
+            traces=[RankEntry.trace_of(r) for r in ok],
+            failed=[RankEntry.failure_of(r) for r in failed],
             skipped=found.skipped,
             followed=found.followed,
             run=run,

@@ -114,6 +114,11 @@ def extract_collectives(trace) -> Collectives | None:
 class RankResult:
     """One trace's analysis (or the one-line error that stopped it), as sent back by a worker.
 
+    The computation's record, not a document: the many-trace documents hold each result's
+    :class:`~tracedoc.report.ranks.RankEntry` (path, rank, rank source, report or error),
+    without the collective timings (numpy arrays, for :func:`tracedoc.ranks.summary.summarize`)
+    and the worker's timings.
+
     Attributes:
         path: the trace path or URL.
         rank: ``distributedInfo.rank``, else the rank in the file name, else None.

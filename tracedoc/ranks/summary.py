@@ -17,19 +17,21 @@ its lag is also given per step (``ProfilerStep``) and per collective kind, with 
 worst single collectives. The step-time comparison is kept beside it: with synchronous
 collectives every rank's step is about as long, so step time alone rarely shows the
 straggler.
+
+The documents built from the results (:class:`MultiRankReport`, :class:`MultiTraceReport`,
+their :class:`RankEntry`) live in :mod:`tracedoc.report.ranks`; they are importable from here
+too. Their ``summary`` is :func:`summarize`'s dict.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tracedoc._version import __version__
 from tracedoc.ranks.job import RankResult
-from tracedoc.report.model import SCHEMA_VERSION
+from tracedoc.report.ranks import MultiRankReport, MultiTraceReport, RankEntry
 
 #: Worst single collectives listed in the summary.
 WORST_COLLECTIVES = 10
@@ -37,93 +39,6 @@ WORST_COLLECTIVES = 10
 
 def _r3(v: Any) -> Any:
     return round(float(v), 3) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-
-
-def _document(kind: str, body: dict[str, Any], rep: MultiRankReport | MultiTraceReport) -> dict[str, Any]:
-    """The versioned JSON form both many-trace reports share: the header (``schema_version``,
-    ``kind``, ``tool``), ``body`` (what differs between them), then what failed, what was
-    skipped, the symlinks followed and how it ran (see the package docstring)."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": kind,
-        "tool": {"name": "tracedoc", "version": __version__},
-        **body,
-        "failed": [{"path": r.path, "error": r.error} for r in rep.failed],
-        "skipped": [{"path": p, "reason": why} for p, why in rep.skipped],
-        "followed_symlinks": list(rep.followed),
-        "run": rep.run,
-    }
-
-
-def _all_findings(results: list[RankResult]) -> list:
-    return [f for r in results if r.report for f in r.report.findings]
-
-
-@dataclass
-class MultiRankReport:
-    """Per-rank reports and the cross-rank summary of the ranks of one job.
-
-    Attributes:
-        directory: what was analyzed (the folder, or the inputs joined by spaces).
-        ranks: the analyzed ranks, in rank order.
-        summary: :func:`summarize` of ``ranks``.
-        failed: ranks that could not be analyzed (each with its one-line ``error``).
-        skipped: ``(path, reason)`` of folder entries not taken as traces.
-        followed: symlinks to outside the folder that were followed (``--follow-symlinks``).
-        run: how it ran (executor, workers, seconds): timings, not part of the comparison
-            between executors.
-    """
-
-    directory: str
-    ranks: list[RankResult]
-    summary: dict[str, Any] = field(default_factory=dict)
-    failed: list[RankResult] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    followed: list[str] = field(default_factory=list)
-    run: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The versioned JSON form (``kind: "multi-rank"``)."""
-        ranks = [
-            {
-                "rank": r.rank,
-                "rank_source": r.rank_source,
-                "path": r.path,
-                "report": r.report.to_dict() if r.report else None,
-            }
-            for r in self.ranks
-        ]
-        return _document("multi-rank", {"directory": self.directory, "ranks": ranks, "summary": self.summary}, self)
-
-    @property
-    def findings(self) -> list:
-        """Every finding of every rank (for the exit code)."""
-        return _all_findings(self.ranks)
-
-
-@dataclass
-class MultiTraceReport:
-    """One report per trace, for traces that are not ranks of one job.
-
-    Attributes: as :class:`MultiRankReport`, with ``traces`` instead of ``ranks`` and no summary.
-    """
-
-    inputs: list[str]
-    traces: list[RankResult]
-    failed: list[RankResult] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    followed: list[str] = field(default_factory=list)
-    run: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The versioned JSON form (``kind: "multi-trace"``)."""
-        traces = [{"path": r.path, "report": r.report.to_dict()} for r in self.traces]
-        return _document("multi-trace", {"inputs": list(self.inputs), "traces": traces}, self)
-
-    @property
-    def findings(self) -> list:
-        """Every finding of every trace (for the exit code)."""
-        return _all_findings(self.traces)
 
 
 def _kind_row(kind: str, labels: list[str], counts: list[int], last: np.ndarray, lag: np.ndarray) -> dict[str, Any]:
@@ -194,9 +109,12 @@ def compare_collectives(ranks: list[RankResult]) -> dict[str, Any] | None:
          "per_step": [{"step", "straggler", "lag_ms"}],
          "worst": [{"kind", "index", "step", "straggler", "lag_ms", "wait_ms": {label: ms}}]}
 
-    The straggler is None when no rank made the others wait (all durations equal).
+    The straggler is None when no rank made the others wait (all durations equal). ``ranks``
+    are :class:`RankResult` s; entries without collective timings (a document's
+    :class:`RankEntry`) count as ranks without collectives.
     """
-    with_c = [r for r in ranks if r.collectives is not None and r.collectives.count]
+    # a document's RankEntry has no collective timings (they stay in the worker's RankResult)
+    with_c = [r for r in ranks if getattr(r, "collectives", None) is not None and r.collectives.count]
     if len(with_c) < 2:
         return None
     labels = [r.label for r in with_c]
@@ -257,7 +175,8 @@ def summarize(ranks: list[RankResult]) -> dict[str, Any]:
     """The cross-rank summary of the analyzed ranks (see the package docstring for its JSON).
 
     Args:
-        ranks: analyzed ranks (no failed ones), in rank order.
+        ranks: analyzed ranks (no failed ones), in rank order: the workers'
+            :class:`RankResult` s (a document's :class:`RankEntry` s give no ``collectives``).
     """
     n = len(ranks)
     step = {r.label: r.report.signals.get("step_time_ms") for r in ranks}
@@ -292,7 +211,7 @@ def summarize(ranks: list[RankResult]) -> dict[str, Any]:
     by_code: dict[str, dict[str, Any]] = {}
     for r in ranks:
         for f in r.report.findings:
-            e = by_code.setdefault(f.code, {"code": f.code, "name": f.name, "severity": f.severity, "ranks": []})
+            e = by_code.setdefault(f.code, {"code": f.code, "name": f.name, "severity": str(f.severity), "ranks": []})
             e["ranks"].append(r.label)
     findings = []
     for e in by_code.values():
@@ -307,3 +226,13 @@ def summarize(ranks: list[RankResult]) -> dict[str, Any]:
     out["collectives"] = compare_collectives(ranks)
     out["straggler"] = out["collectives"]["straggler"] if out["collectives"] else None
     return out
+
+
+__all__ = [
+    "WORST_COLLECTIVES",
+    "MultiRankReport",
+    "MultiTraceReport",
+    "RankEntry",
+    "compare_collectives",
+    "summarize",
+]

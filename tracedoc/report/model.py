@@ -28,8 +28,12 @@ else bumps it. Version 2 replaced ``below_floor`` with ``also_true``)::
                    # rules whose condition holds but that are not ranked: "overlaps" names the
                    # finding that claims their time first, "below floor", or "window"
      "notes": [str],
-     "recoverable": {"ms", "basis": "replay", "findings": [code], "not_replayed": [code]} | null}
+     "recoverable": {"ms", "basis": "replay", "findings": [code], "not_replayed": [code]} | null,
                    # the headline: every replayed fix together in the step model (never a sum)
+     "kernels": {"by_category": [{"category", "ms_per_step"}],
+                 "top": [{"kernel", "ms_per_step", "count_per_step", "category"}]} | null}
+                   # kernel time per step by category and the top 10 kernels (the table
+                   # signals kernel_time_by_category and top_kernels); null without kernels
 
 A finding's ``severity`` is ``"info"``, ``"warning"`` or ``"error"`` (:class:`Severity`, in
 that order of importance); its fix's ``replay`` is the step model's name of the fix or null.
@@ -44,7 +48,7 @@ step.
 :meth:`Report.from_dict` reads a document of this ``schema_version`` only (any other, or none,
 raises :class:`tracedoc.errors.TracedocError`); it ignores ``tool`` (written anew by
 ``to_dict``), and the optional sections and fields (``scopes``, ``idle_ledger``, ``notes``,
-``recoverable``, a finding's ``overlaps`` and savings after ``fix``, a fix's ``replay`` ...)
+``recoverable``, ``kernels``, a finding's ``overlaps`` and savings after ``fix``, a fix's ``replay`` ...)
 take their defaults when absent, so a version-2 report written before they were added reads too.
 """
 
@@ -52,7 +56,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tracedoc._version import __version__
 from tracedoc.errors import TracedocError, one_line
@@ -346,11 +350,18 @@ class Report:
     #: saving of every replayed finding's fix together (ms per step); None when nothing was
     #: replayed (a CPU-only trace): the headline is then the sum of the granted slices
     recoverable: dict[str, Any] | None = None
+    #: ``{"by_category": [...], "top": [...]}``: kernel time per step by category and the top
+    #: kernels (the table signals ``kernel_time_by_category`` and ``top_kernels`` of
+    #: :mod:`tracedoc.signals.gpu`), so renderers need no frames; None without kernels
+    kernels: dict[str, list[dict[str, Any]]] | None = None
+
+    #: the document kind the render registry dispatches on (:mod:`tracedoc.render`)
+    KIND: ClassVar[str] = "report"
 
     def __repr__(self) -> str:
-        from tracedoc.report.render import summary_line
+        from tracedoc.render import render
 
-        return f"<Report {self.trace.get('path')}: {summary_line(self)}>"
+        return f"<Report {self.trace.get('path')}: {render(self, 'summary').strip()}>"
 
     def print(self, console: Any = None, top: int | None = None, quiet: bool = False) -> None:
         """Print the terminal report (the one ``tracedoc analyze`` prints).
@@ -362,24 +373,28 @@ class Report:
         """
         from rich.console import Console
 
-        from tracedoc.report.render import ConsoleRenderer
+        from tracedoc.render import render
 
-        ConsoleRenderer(console or Console(highlight=False), top=top, quiet=quiet).render(self)
+        console = console or Console(highlight=False)
+        if quiet:
+            console.print(render(self, "summary", width=console.width).rstrip("\n"), markup=False, highlight=False)
+        else:
+            render(self, "text", console=console, top=top)
 
     def to_markdown(self) -> str:
         """The Markdown report (``--format markdown``)."""
-        from tracedoc.report.render import MarkdownRenderer
+        from tracedoc.render import render
 
-        return MarkdownRenderer().render(self)
+        return render(self, "markdown")
 
     def _repr_markdown_(self) -> str:
         return self.to_markdown()
 
     def _repr_html_(self) -> str:
         """The findings as HTML for a notebook (no plots, so no plotly needed)."""
-        from tracedoc.report.html import findings_html
+        from tracedoc.render import render
 
-        return findings_html(self)
+        return render(self, "fragment")
 
     def plot(self) -> Any:
         """The step-time breakdown of every step as a stacked plotly bar chart (ms per
@@ -388,9 +403,9 @@ class Report:
         Raises:
             tracedoc.errors.TracedocError: plotly is not installed.
         """
-        from tracedoc.report.html import step_breakdown_figure
+        from tracedoc.render import render
 
-        return step_breakdown_figure(self)
+        return render(self, "figure")
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned, JSON-safe form (see the module docstring)."""
@@ -410,6 +425,7 @@ class Report:
             "also_true": [a.to_dict() for a in self.also_true],
             "notes": self.notes,
             "recoverable": self.recoverable,
+            "kernels": self.kernels,
         }
 
     @classmethod
@@ -447,8 +463,22 @@ class Report:
                 also_true=[AlsoTrue.from_dict(a) for a in d.get("also_true", [])],
                 notes=list(d.get("notes", [])),
                 recoverable=dict(rec) if rec is not None else None,
+                kernels=_kernels_from(d.get("kernels")),
             )
         except KeyError as exc:
             raise TracedocError(f"not a tracedoc report: missing {one_line(repr(exc.args[0])[:60])}") from None
         except (TypeError, ValueError, AttributeError) as exc:
             raise TracedocError(f"not a tracedoc report: {one_line(str(exc))[:200]}") from None
+
+
+def _kernels_from(k: Any) -> dict[str, list[dict[str, Any]]] | None:
+    """The ``kernels`` section of a report dict (None stays None).
+
+    Raises:
+        TypeError: not an object of row lists.
+    """
+    if k is None:
+        return None
+    if not isinstance(k, dict):
+        raise TypeError("kernels is not an object")
+    return {str(name): [dict(r) for r in rows] for name, rows in k.items()}

@@ -133,3 +133,69 @@ def top_launching_ops(ctx: SignalContext) -> list[dict]:
         }
         for op, r in g.iterrows()
     ]
+
+
+#: The categories of :func:`kernel_time_by_category`, in the order reports show them.
+KERNEL_CATEGORIES = ("communication", "GEMM/conv on Tensor Cores", "GEMM/conv not on Tensor Cores", "other compute")
+
+
+def _categorised_kernels(ctx: SignalContext) -> tuple[pd.DataFrame, int]:
+    """Kernels starting in the step windows (:func:`tracedoc.signals.attribution.kernel_ops`
+    rows) with a ``category`` column of :data:`KERNEL_CATEGORIES`, and the number of complete
+    steps to average over (at least 1).
+
+    A kernel is *communication* when its name is a collective's
+    (:func:`tracedoc.signals.catalog.comm_kernel_mask`); else *on Tensor Cores* or *not on
+    Tensor Cores* by the Tensor Core signals' classification (``tensor_core``, then
+    ``eligible``: :mod:`tracedoc.signals.tensor_core`); else *other compute*.
+
+    Raises:
+        SignalUnavailable: no kernel starts in a step window.
+    """
+
+    def build() -> tuple[pd.DataFrame, int]:
+        from tracedoc.signals.attribution import kernel_ops
+        from tracedoc.signals.catalog import comm_kernel_mask
+
+        _require_kernels(ctx)
+        ko = kernel_ops(ctx)[kernels_in_windows_mask(ctx)]
+        if not len(ko):
+            raise SignalUnavailable("no kernel starts inside a step window")
+        n = max(int(complete_mask(ctx).sum()), 1)
+        comm = comm_kernel_mask(ko["name"])
+        tc = ko["tensor_core"].to_numpy(dtype=bool) & ~comm
+        elig = ko["eligible"].to_numpy(dtype=bool) & ~comm & ~tc
+        c = KERNEL_CATEGORIES
+        cat = np.where(comm, c[0], np.where(tc, c[1], np.where(elig, c[2], c[3])))
+        return ko.assign(category=cat), n
+
+    return ctx.cached("categorised_kernels", build)
+
+
+@signal("table", scope="steps")
+def kernel_time_by_category(ctx: SignalContext) -> list[dict]:
+    """Kernel time per complete step by category: ``[{"category", "ms_per_step"}]``, one row per
+    :data:`KERNEL_CATEGORIES` entry in that order (0.0 where none), kernels starting in the step
+    windows (see :func:`_categorised_kernels` for the categories)."""
+    ko, n = _categorised_kernels(ctx)
+    by_cat = (ko.groupby("category")["dur_us"].sum() / 1000.0 / n).to_dict()
+    return [{"category": c, "ms_per_step": round(float(by_cat.get(c, 0.0)), 3)} for c in KERNEL_CATEGORIES]
+
+
+@signal("table", scope="steps")
+def top_kernels(ctx: SignalContext) -> list[dict]:
+    """The 10 kernels (by name) with the most time per complete step: ``[{"kernel",
+    "ms_per_step", "count_per_step", "category"}]``, largest first (kernels starting in the step
+    windows; ``category`` as in :func:`kernel_time_by_category`)."""
+    ko, n = _categorised_kernels(ctx)
+    g = ko.groupby("name").agg(us=("dur_us", "sum"), count=("dur_us", "size"), category=("category", "first"))
+    g = g.sort_values("us", ascending=False, kind="stable").head(10)
+    return [
+        {
+            "kernel": str(name),
+            "ms_per_step": round(float(r.us) / 1000.0 / n, 3),
+            "count_per_step": round(float(r["count"]) / n, 1),
+            "category": str(r.category),
+        }
+        for name, r in g.iterrows()
+    ]

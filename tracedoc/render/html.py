@@ -2,16 +2,15 @@
 
 The page holds the findings (message, evidence with its tables, fix), a stacked bar of
 the step-time breakdown for every step, the idle ledger (when the report has one),
-kernel time by category and the top kernels (when the loaded trace is passed), and for a
+kernel time by category and the top kernels (when the report has kernels), and for a
 rank directory the step time of every rank. Plots are made with plotly (the ``html``
 extra: ``pip install 'tracedoc[html]'``) and plotly.js is embedded once in the page, so
 the file is about 5 MB and needs nothing else. Trace text (kernel names, paths) is
 HTML-escaped.
 
-Kernel categories (``kernel_categories``), per complete step, of kernels starting in the
-step windows: *communication* (NCCL/RCCL kernel names, :mod:`tracedoc.signals.comm`),
-*GEMM/conv on Tensor Cores* and *GEMM/conv not on Tensor Cores* (the Tensor Core
-signals' classification, :mod:`tracedoc.signals.tensor_core`), *other compute*.
+Kernel time by category and the top kernels come from the report's ``kernels`` section (the
+table signals ``kernel_time_by_category`` and ``top_kernels`` of :mod:`tracedoc.signals.gpu`):
+the page is drawn from the document alone, never from the trace's frames.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from tracedoc.report.render import (
+from tracedoc.render.report import (
     BREAKDOWN,
     ORDER_NOTE,
     column_label,
@@ -48,56 +47,9 @@ text-align:left;vertical-align:top} td.num{text-align:right} .fix{background:#da
 border-radius:6px} .skipped{color:#57606a}
 """
 
-CATEGORY_ORDER = ("communication", "GEMM/conv on Tensor Cores", "GEMM/conv not on Tensor Cores", "other compute")
-
 
 def _e(v: Any) -> str:
     return html.escape(str(v), quote=True)
-
-
-def kernel_categories(trace: Any) -> tuple[dict[str, float], list[dict[str, Any]]] | None:
-    """Kernel time per step by category, and the top 10 kernels by time per step.
-
-    Returns ``({category: ms_per_step}, [{"kernel", "ms_per_step", "count_per_step",
-    "category"}])``, or None when the trace has no kernel in its step windows.
-    """
-    import numpy as np
-
-    from tracedoc.signals import SignalContext
-    from tracedoc.signals.attribution import kernel_ops
-    from tracedoc.signals.base import SignalUnavailable
-    from tracedoc.signals.comm import comm_kernel_mask
-    from tracedoc.signals.gpu import kernels_in_windows_mask
-    from tracedoc.signals.steps import complete_mask
-
-    ctx = SignalContext(trace)
-    try:
-        ko = kernel_ops(ctx)[kernels_in_windows_mask(ctx)]
-        n = max(int(complete_mask(ctx).sum()), 1)
-    except SignalUnavailable:
-        return None
-    if not len(ko):
-        return None
-    comm = comm_kernel_mask(ko["name"])
-    tc = ko["tensor_core"].to_numpy(dtype=bool) & ~comm
-    elig = ko["eligible"].to_numpy(dtype=bool) & ~comm & ~tc
-    cat = np.where(comm, CATEGORY_ORDER[0], np.where(tc, CATEGORY_ORDER[1], np.where(elig, CATEGORY_ORDER[2], "")))
-    cat = np.where(cat == "", CATEGORY_ORDER[3], cat)
-    ko = ko.assign(category=cat)
-    by_cat = (ko.groupby("category")["dur_us"].sum() / 1000.0 / n).to_dict()
-    cats = {c: round(float(by_cat.get(c, 0.0)), 3) for c in CATEGORY_ORDER}
-    g = ko.groupby("name").agg(us=("dur_us", "sum"), count=("dur_us", "size"), category=("category", "first"))
-    g = g.sort_values("us", ascending=False).head(10)
-    top = [
-        {
-            "kernel": str(name),
-            "ms_per_step": round(float(r.us) / 1000.0 / n, 3),
-            "count_per_step": round(float(r["count"]) / n, 1),
-            "category": r.category,
-        }
-        for name, r in g.iterrows()
-    ]
-    return cats, top
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -219,7 +171,7 @@ class HtmlRenderer:
             + "\n</body></html>\n"
         )
 
-    def _charts(self, report: Any, trace: Any) -> list[str]:
+    def _charts(self, report: Any) -> list[str]:
         go, _ = self._plotly()
         out: list[str] = []
         if report.steps:
@@ -236,9 +188,10 @@ class HtmlRenderer:
                 fig.add_bar(name=c, x=devices, y=[ledger[d].get(c, 0.0) for d in devices])
             fig.update_layout(barmode="stack", yaxis_title="ms per step", title="Idle ledger")
             out += ["<h2>Idle ledger</h2>", self._fig_html(fig, "idle-ledger")]
-        kc = kernel_categories(trace) if trace is not None else None
-        if kc is not None:
-            cats, top = kc
+        kc = getattr(report, "kernels", None)
+        if kc:
+            cats = {r["category"]: r["ms_per_step"] for r in kc["by_category"]}
+            top = kc["top"]
             fig = go.Figure(go.Bar(x=list(cats), y=list(cats.values())))
             fig.update_layout(yaxis_title="ms per step", title="Kernel time by category")
             out += ["<h2>Kernel time by category</h2>", self._fig_html(fig, "kernel-categories")]
@@ -254,11 +207,9 @@ class HtmlRenderer:
             out += ["<h2>Top kernels</h2>", self._fig_html(fig, "top-kernels"), _table(top)]
         return out
 
-    def render(self, report: Any, trace: Any = None) -> str:
-        """The page as text. ``trace``: the loaded :class:`~tracedoc.trace.Trace`, for the
-        kernel charts (they are left out without it)."""
-        if hasattr(report, "ranks"):
-            return self._render_multi(report)
+    def render(self, report: Any) -> str:
+        """The page as text (the kernel charts come from the report's ``kernels`` section and
+        are left out without one)."""
         t, s = report.trace, report.signals
         steps = (
             f"{s.get('step_count')} of {plural(t['n_steps'], 'ProfilerStep')} averaged, step time "
@@ -276,13 +227,14 @@ class HtmlRenderer:
         )
         if breakdown:
             body.append(f'<p class="meta">mean step: {_e(breakdown)}</p>')
-        charts = self._charts(report, trace)
+        charts = self._charts(report)
         body += charts[:2]  # the step breakdown first: the overview, then the findings
         body += findings_parts(report)
         body += charts[2:]
         return self._page(f"tracedoc: {t['path']}", body)
 
-    def _render_multi(self, mr: Any) -> str:
+    def render_ranks(self, mr: Any) -> str:
+        """The page of the ranks of one job: step time per rank, then each rank's findings."""
         go, _ = self._plotly()
         ok = [r for r in mr.ranks if r.report]
         body = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracedoc.report.render import dedupe_vendor, fix_text, summary_line
+from tracedoc.render.report import dedupe_vendor, fix_text, summary_line
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 

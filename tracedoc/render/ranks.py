@@ -1,11 +1,13 @@
-"""Text and Markdown views of a multi-rank report."""
+"""The ranks of one job and several unrelated traces (:mod:`tracedoc.report.ranks`) in the
+terminal and in Markdown, and the closing summary line of a multi-rank report."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport
+if TYPE_CHECKING:
+    from tracedoc.report.ranks import MultiRankReport, MultiTraceReport
 
 
 def _fmt_ms(v: Any) -> str:
@@ -149,7 +151,7 @@ def render_multi_text(mt: MultiTraceReport, console: Any) -> None:
     what failed and what was skipped."""
     from rich.markup import escape
 
-    from tracedoc.report.render import ConsoleRenderer
+    from tracedoc.render.report import ConsoleRenderer
 
     console.print(f"[bold]tracedoc[/]: {len(mt.traces)} unrelated trace{'s' if len(mt.traces) != 1 else ''}")
     for r in mt.traces:
@@ -160,7 +162,7 @@ def render_multi_text(mt: MultiTraceReport, console: Any) -> None:
 
 def render_multi_markdown(mt: MultiTraceReport) -> str:
     """The Markdown report of each trace, one after another."""
-    from tracedoc.report.render import MarkdownRenderer
+    from tracedoc.render.report import MarkdownRenderer
 
     parts = [MarkdownRenderer().render(r.report) for r in mt.traces]
     tail = [f"- failed: `{r.path}`: {r.error}" for r in mt.failed]
@@ -213,3 +215,13 @@ def render_markdown(mr: MultiRankReport) -> str:
     lines += [f"- failed: `{r.path}`: {r.error}" for r in mr.failed]
     lines += [f"- skipped: `{p}` ({why})" for p, why in mr.skipped]
     return "\n".join(lines) + "\n"
+
+
+def multi_summary(mr: MultiRankReport) -> str:
+    """The closing line of a multi-rank report: traces, findings in all, traces that failed."""
+    from tracedoc.text import plural
+
+    n_findings = sum(len(r.report.findings) for r in mr.ranks if r.report)
+    n_err = sum(1 for r in mr.ranks if r.error)
+    line = f"{plural(len(mr.ranks), 'trace')}: {plural(n_findings, 'finding')} in all"
+    return line + (f"; {plural(n_err, 'trace')} could not be analyzed" if n_err else "")

@@ -1,8 +1,9 @@
-"""Renderers: a Report to the terminal (rich), JSON or Markdown. Selected by ``--format``.
+"""The single-trace Report in the terminal (rich) and in Markdown, and the wording every format
+shares; :mod:`tracedoc.render` chooses the format.
 
-The other formats live beside this module: :mod:`tracedoc.report.github` (workflow
-annotations), :mod:`tracedoc.report.sarif` (SARIF 2.1.0) and :mod:`tracedoc.report.html`
-(one self-contained page). The helpers here (:func:`summary_line`, :func:`fix_text`,
+The other formats live beside this module: :mod:`tracedoc.render.github` (workflow
+annotations), :mod:`tracedoc.render.sarif` (SARIF 2.1.0) and :mod:`tracedoc.render.html`
+(one self-contained page); JSON is the document's own ``to_dict``. The helpers here (:func:`summary_line`, :func:`fix_text`,
 :func:`plural`, :func:`middle_ellipsis`) are shared by all of them, so every format says
 the same thing.
 
@@ -20,9 +21,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.padding import Padding
@@ -30,8 +30,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tracedoc.report.model import Report
 from tracedoc.text import middle_ellipsis, plural  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:  # documents are read, never imported at run time (tracedoc.render)
+    from tracedoc.report.model import Report
 
 BREAKDOWN = (  # signal, label, colour, glyph without colour
     ("kernel_share", "kernel", "green", "█"),
@@ -240,15 +242,6 @@ def summary_line(report: Report, width: int | None = None) -> str:
             else:
                 out += f"; ~{saved:.1f} ms per step recoverable"
     return out
-
-
-class JsonRenderer:
-    """The versioned JSON report (``to_dict()`` of a Report or a multi-rank report),
-    one document on stdout."""
-
-    def render(self, report: Report) -> str:
-        """The JSON text (2-space indent, numpy numbers serialised)."""
-        return orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
 def _md_cell(v: Any) -> str:

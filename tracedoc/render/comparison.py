@@ -1,20 +1,21 @@
-"""Renderers of a :class:`tracedoc.diff.DiffResult`: terminal (rich), JSON and Markdown.
-
-Selected by ``tracedoc diff --format``. Paths, rule messages and cause names come from
+"""The comparison of ``tracedoc diff`` (:class:`tracedoc.report.comparison.DiffResult`) in the
+terminal (rich) and in Markdown; JSON is its ``to_dict``. :mod:`tracedoc.render` chooses. Paths, rule messages and cause names come from
 the inputs and are escaped before rich renders them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tracedoc.diff import OFFSET_MIN_MS, DiffResult
+from tracedoc.report.comparison import OFFSET_MIN_MS
 from tracedoc.text import plural
+
+if TYPE_CHECKING:
+    from tracedoc.report.comparison import DiffResult
 
 
 def _ms(v: float | None, signed: bool = False) -> str:
@@ -49,7 +50,7 @@ def predicted_cell(r: dict[str, Any]) -> str:
 def offset_sentence(r: dict[str, Any]) -> str | None:
     """Plain text: how a resolved finding's own slice moved and what else grew, or None when
     there is nothing to say (no slice measured); the parts that grew are named when the rest of
-    the step gained :data:`tracedoc.diff.OFFSET_MIN_MS` or more."""
+    the step gained :data:`tracedoc.report.comparison.OFFSET_MIN_MS` or more."""
     fell, offset = r.get("measured_slice_saving_ms"), r.get("offset_ms")
     if fell is None or r.get("measured_saving_ms") is None:
         return None
@@ -72,14 +73,6 @@ def _side(d: dict[str, Any]) -> str:
     dev = f", {d['device']}" if d.get("device") else ""
     n = d.get("step_count")
     return f"{d['path']} ({d['kind']}{dev}, {plural(n, 'step') if isinstance(n, int) else 'steps unknown'})"
-
-
-class JsonDiffRenderer:
-    """The versioned JSON document (:meth:`DiffResult.to_dict`)."""
-
-    def render(self, result: DiffResult) -> str:
-        """One indented JSON document (no trailing newline)."""
-        return orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
 class MarkdownDiffRenderer:

@@ -19,7 +19,7 @@ from urllib.parse import quote
 import orjson
 
 from tracedoc._version import __version__
-from tracedoc.report.render import dedupe_vendor, fix_text
+from tracedoc.render.report import dedupe_vendor, fix_text
 
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -32,28 +32,20 @@ def artifact_uri(path: str) -> str:
     return p.as_uri() if p.is_absolute() else quote(p.as_posix())
 
 
-def _rule_meta(codes: list[str]) -> dict[str, Any]:
-    try:
-        from tracedoc.engine.rules import builtin_rules
-
-        return {r.code: r for r in builtin_rules() if r.code in codes}
-    except Exception:  # descriptions are a nicety; a broken rule folder must not lose the log
-        return {}
-
-
 class SarifRenderer:
     """A :class:`~tracedoc.report.model.Report` (or several, e.g. the ranks of a job) as
     one SARIF 2.1.0 log."""
 
     def to_dict(self, reports: list[Any], rules: list[Any] | None = None) -> dict[str, Any]:
-        """The SARIF log as a dict. ``rules``: Rule objects for descriptions (default: the
-        built-in ones; a code not found gets a minimal descriptor)."""
+        """The SARIF log as a dict. ``rules``: the Rule objects the analysis evaluated, for
+        the rules' descriptions (a code without one, or every code when None, gets a minimal
+        descriptor: renderers read documents and do not load rules themselves)."""
         codes: list[str] = []
         for rep in reports:
             for c in [*rep.rules_evaluated, *(f.code for f in rep.findings), *(k.code for k in rep.skipped)]:
                 if c not in codes:
                     codes.append(c)
-        meta = {r.code: r for r in rules} if rules is not None else _rule_meta(codes)
+        meta = {r.code: r for r in rules or ()}
         names = {}
         for rep in reports:
             names |= {f.code: f.name for f in rep.findings} | {k.code: k.name for k in rep.skipped}
@@ -119,7 +111,8 @@ class SarifRenderer:
             ],
         }
 
-    def render(self, report: Any) -> str:
-        """The SARIF JSON text of one report (a multi-rank report: one artifact per rank)."""
-        reports = [r.report for r in report.ranks if r.report] if hasattr(report, "ranks") else [report]
-        return orjson.dumps(self.to_dict(reports), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
+    def render(self, reports: list[Any], rules: list[Any] | None = None) -> str:
+        """The SARIF JSON text of ``reports`` (one artifact each: a trace, or each rank of a job)."""
+        return orjson.dumps(
+            self.to_dict(reports, rules), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+        ).decode()

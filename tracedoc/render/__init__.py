@@ -1,0 +1,265 @@
+"""The one door out: every output of every document, chosen in one registry.
+
+:func:`render` takes a document and a format name and returns what that format writes. The
+document's kind is its class attribute ``KIND``:
+
+========== ==================================================== ==================================
+kind       document                                             formats
+========== ==================================================== ==================================
+report     :class:`tracedoc.report.model.Report`                text, json, markdown, github,
+                                                                sarif, html, summary, fragment,
+                                                                figure
+ranks      the ranks of one job (:mod:`tracedoc.report.ranks`)  text, json, markdown, github,
+                                                                sarif, html, summary
+traces     unrelated traces (:mod:`tracedoc.report.ranks`)      text, json, markdown, summary
+comparison ``tracedoc diff`` (:mod:`tracedoc.report.comparison`) text, json, markdown
+fixloop    ``tracedoc fix-loop`` (:mod:`tracedoc.report.fixloop`)  text, json, markdown
+========== ==================================================== ==================================
+
+``text`` prints to a rich console and returns None; ``summary`` is the closing line;
+``fragment`` is the HTML a notebook shows for a Report (no plots); ``figure`` the step-time
+breakdown as a plotly figure. Every other format returns the whole output as one string,
+rendered before any file is opened, so a renderer that cannot run (``html`` without plotly)
+leaves no half-written file.
+
+Renderers read documents; they never compute signals and never import the layers that build
+the documents (the analysis, the rank jobs, the comparison, the fix-loop), so the documents'
+notebook hooks (``Report.print``, ``_repr_html_``) can call in here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tracedoc.errors import TracedocError
+
+#: What each kind of document is called in an error message.
+KINDS = {
+    "report": "one trace",
+    "ranks": "the ranks of one job",
+    "traces": "several unrelated traces",
+    "comparison": "a comparison",
+    "fixloop": "a fix-loop summary",
+}
+
+
+# -- the renderers, one small adapter each: (document, **options) -> str | None ---------------
+
+
+def _json(doc: Any, **_: Any) -> str:
+    import orjson
+
+    return orjson.dumps(doc.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
+
+
+def _report_text(doc: Any, console: Any, top: int | None = None, **_: Any) -> None:
+    from tracedoc.render.report import ConsoleRenderer
+
+    ConsoleRenderer(console, top=top).render(doc)
+
+
+def _report_markdown(doc: Any, **_: Any) -> str:
+    from tracedoc.render.report import MarkdownRenderer
+
+    return MarkdownRenderer().render(doc)
+
+
+def _report_github(doc: Any, **_: Any) -> str:
+    from tracedoc.render.github import GithubRenderer
+
+    return GithubRenderer().render(doc)
+
+
+def _report_sarif(doc: Any, rules: list[Any] | None = None, **_: Any) -> str:
+    from tracedoc.render.sarif import SarifRenderer
+
+    return SarifRenderer().render([doc], rules) + "\n"
+
+
+def _ranks_sarif(doc: Any, rules: list[Any] | None = None, **_: Any) -> str:
+    from tracedoc.render.sarif import SarifRenderer
+
+    return SarifRenderer().render([r.report for r in doc.ranks if r.report], rules) + "\n"
+
+
+def _report_html(doc: Any, **_: Any) -> str:
+    from tracedoc.render.html import HtmlRenderer
+
+    return HtmlRenderer().render(doc)
+
+
+def _ranks_html(doc: Any, **_: Any) -> str:
+    from tracedoc.render.html import HtmlRenderer
+
+    return HtmlRenderer().render_ranks(doc)
+
+
+def _report_summary(doc: Any, width: int | None = None, **_: Any) -> str:
+    from tracedoc.render.report import summary_line
+
+    return summary_line(doc, width) + "\n"
+
+
+def _report_fragment(doc: Any, **_: Any) -> str:
+    from tracedoc.render.html import findings_html
+
+    return findings_html(doc)
+
+
+def _report_figure(doc: Any, **_: Any) -> Any:
+    from tracedoc.render.html import step_breakdown_figure
+
+    return step_breakdown_figure(doc)
+
+
+def _ranks_text(doc: Any, console: Any, **_: Any) -> None:
+    from tracedoc.render.ranks import multi_summary, render_text
+
+    render_text(doc, console)
+    console.print(f"\n{multi_summary(doc)}", style="bold", highlight=False)
+
+
+def _ranks_markdown(doc: Any, **_: Any) -> str:
+    from tracedoc.render.ranks import render_markdown
+
+    return render_markdown(doc)
+
+
+def _ranks_github(doc: Any, **_: Any) -> str:
+    from tracedoc.render.github import GithubRenderer
+    from tracedoc.render.ranks import multi_summary
+
+    r = GithubRenderer()
+    lines = [ln for rr in doc.ranks if rr.report for ln in r.lines(rr.report, rr.path)]
+    return "\n".join([*lines, multi_summary(doc)]) + "\n"
+
+
+def _ranks_summary(doc: Any, **_: Any) -> str:
+    from tracedoc.render.ranks import multi_summary
+
+    return multi_summary(doc) + "\n"
+
+
+def _traces_text(doc: Any, console: Any, **_: Any) -> None:
+    from tracedoc.render.ranks import render_multi_text
+
+    render_multi_text(doc, console)
+
+
+def _traces_markdown(doc: Any, **_: Any) -> str:
+    from tracedoc.render.ranks import render_multi_markdown
+
+    return render_multi_markdown(doc)
+
+
+def _traces_summary(doc: Any, **_: Any) -> str:
+    from tracedoc.text import plural
+
+    return f"{plural(len(doc.traces), 'trace')}: {plural(len(doc.findings), 'finding')}\n"
+
+
+def _comparison_text(doc: Any, console: Any, **_: Any) -> None:
+    from tracedoc.render.comparison import TextDiffRenderer
+
+    TextDiffRenderer(console).render(doc)
+
+
+def _comparison_markdown(doc: Any, **_: Any) -> str:
+    from tracedoc.render.comparison import MarkdownDiffRenderer
+
+    return MarkdownDiffRenderer().render(doc)
+
+
+def _fixloop_text(doc: Any, console: Any, **_: Any) -> None:
+    from tracedoc.render.fixloop import render_notes, render_table
+
+    console.print(render_table(doc, width=console.width))
+    for note in render_notes(doc):
+        console.print(f"  {note}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _fixloop_markdown(doc: Any, **_: Any) -> str:
+    from tracedoc.render.fixloop import render_markdown
+
+    return render_markdown(doc) + "\n"
+
+
+#: (format, kind) -> renderer: the only place a format is chosen.
+RENDERERS: dict[tuple[str, str], Callable[..., Any]] = {
+    ("text", "report"): _report_text,
+    ("json", "report"): _json,
+    ("markdown", "report"): _report_markdown,
+    ("github", "report"): _report_github,
+    ("sarif", "report"): _report_sarif,
+    ("html", "report"): _report_html,
+    ("summary", "report"): _report_summary,
+    ("fragment", "report"): _report_fragment,
+    ("figure", "report"): _report_figure,
+    ("text", "ranks"): _ranks_text,
+    ("json", "ranks"): _json,
+    ("markdown", "ranks"): _ranks_markdown,
+    ("github", "ranks"): _ranks_github,
+    ("sarif", "ranks"): _ranks_sarif,
+    ("html", "ranks"): _ranks_html,
+    ("summary", "ranks"): _ranks_summary,
+    ("text", "traces"): _traces_text,
+    ("json", "traces"): _json,
+    ("markdown", "traces"): _traces_markdown,
+    ("summary", "traces"): _traces_summary,
+    ("text", "comparison"): _comparison_text,
+    ("json", "comparison"): _json,
+    ("markdown", "comparison"): _comparison_markdown,
+    ("text", "fixloop"): _fixloop_text,
+    ("json", "fixloop"): _json,
+    ("markdown", "fixloop"): _fixloop_markdown,
+}
+
+#: Formats that are not output formats of the command line (``summary`` is ``--quiet``).
+INTERNAL_FORMATS = ("summary", "fragment", "figure")
+
+
+def kind_of(document: Any) -> str:
+    """The document's kind (its class's ``KIND``).
+
+    Raises:
+        TypeError: not a tracedoc document.
+    """
+    kind = getattr(type(document), "KIND", None)
+    if kind not in KINDS:
+        raise TypeError(f"not a tracedoc document: {type(document).__name__}")
+    return kind
+
+
+def formats(kind: str) -> list[str]:
+    """The command-line formats a kind of document has, in the registry's order."""
+    return [f for f, k in RENDERERS if k == kind and f not in INTERNAL_FORMATS]
+
+
+def render(document: Any, fmt: str, **options: Any) -> Any:
+    """Render ``document`` in ``fmt``.
+
+    Args:
+        document: a document with a ``KIND`` (see the module docstring).
+        fmt: a format name (the ``--format`` values, or ``summary``, ``fragment``, ``figure``).
+        options: ``console`` (a rich Console for ``text``; default a new one on stdout),
+            ``top`` (first N findings, ``text``), ``width`` (the terminal width, ``summary``),
+            ``rules`` (the evaluated Rule objects, whose descriptions ``sarif`` carries).
+
+    Returns:
+        The whole output as a string; None for ``text`` (printed on ``console``); a plotly
+        figure for ``figure``.
+
+    Raises:
+        TracedocError: the document has no such format (one line naming the ones it has), or
+            the renderer cannot run (``html`` or ``figure`` without plotly).
+        TypeError: not a tracedoc document.
+    """
+    kind = kind_of(document)
+    fn = RENDERERS.get((fmt, kind))
+    if fn is None:
+        raise TracedocError(f"--format {fmt} is not available for {KINDS[kind]} (use {', '.join(formats(kind))})")
+    if fmt == "text" and options.get("console") is None:
+        from rich.console import Console
+
+        options["console"] = Console(highlight=False)
+    return fn(document, **options)
