@@ -116,3 +116,28 @@ def test_a_bad_variable_is_one_line_naming_it(tmp_path):
         "tracedoc: error: $TRACEDOC_CACHE_MIN_BYTES: invalid size '4 apples': expected bytes, or a number with K, "
         "M, G or T"
     ]
+
+
+def test_no_module_reads_a_tracedoc_variable_behind_the_settings_back():
+    """Only settings.Environment reads TRACEDOC_* variables, apart from the documented
+    exceptions (settings module docstring): host facts, the fix-loop's instruction to its
+    workload, and TRACEDOC_DEBUG in the CLI's error funnel."""
+    import ast
+    from pathlib import Path
+
+    allowed = {"settings.py", "hostfacts.py", "fixloop/harness.py", "fixloop/runner.py", "cli/common.py"}
+    pkg = Path(__file__).resolve().parents[1] / "tracedoc"
+    offenders = []
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(pkg).as_posix()
+        if rel in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            key = None
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.environ.get", "os.getenv") and node.args:
+                key = node.args[0]
+            elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ":
+                key = node.slice
+            if key is not None and ("TRACEDOC" in ast.unparse(key) or ast.unparse(key).endswith("_ENV")):
+                offenders.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    assert offenders == []

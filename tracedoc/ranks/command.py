@@ -60,20 +60,14 @@ def analyze_many(
 
     report = analyze_inputs(
         paths,
+        settings,
         jobs=jobs,
         scheduler=scheduler,
-        select=list(settings.select) if settings.select is not None else None,
-        ignore=list(settings.ignore) if settings.ignore is not None else None,
-        rule_paths=list(settings.rule_paths),
         ranks=ranks,
         follow_symlinks=follow_symlinks,
-        strict=settings.strict,
         cache_dir=cache_dir,
         progress=progress,
         rules=rules,
-        min_saving_ms=settings.min_saving_ms,
-        min_saving_share=settings.min_saving_share,
-        max_bytes=settings.max_trace_bytes,
     )
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     n_all = len(report.failed) + (len(report.ranks) if isinstance(report, MultiRankReport) else len(report.traces))

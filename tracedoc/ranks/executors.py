@@ -14,13 +14,16 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from tracedoc import hostfacts
 from tracedoc.errors import TracedocError, TraceLoadError
 from tracedoc.ranks.discover import Discovery, discover
 from tracedoc.ranks.job import RankResult, analyze_one
 from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport, RankEntry, summarize
+
+if TYPE_CHECKING:
+    from tracedoc.settings import Settings
 
 
 class SchedulerError(TracedocError):
@@ -98,14 +101,17 @@ def run_dask(
     scheduler: str,
     workers: int | None = None,
     progress: Callable[[str], None] | None = None,
+    timeout: str | None = None,
 ) -> list[RankResult]:
     """Run :func:`analyze_one` on every file on a Dask cluster.
 
     Args:
-        scheduler: (connection timeout ``$TRACEDOC_DASK_TIMEOUT``, default 10 s) ``"local"`` (a :class:`distributed.LocalCluster` of ``workers``
+        scheduler: ``"local"`` (a :class:`distributed.LocalCluster` of ``workers``
             single-threaded worker processes on this machine, closed afterwards) or a
             scheduler address such as ``tcp://HOST:8786``.
         workers: LocalCluster worker processes (default ``min(CPUs, files)``).
+        timeout: how long to wait for a remote scheduler, as Dask takes it (default ``"10s"``;
+            ``$TRACEDOC_DASK_TIMEOUT`` through :class:`tracedoc.settings.Environment`).
 
     Each worker opens its own file (a path every worker can read: shared storage or an
     fsspec URL); only the compact results travel back.
@@ -128,7 +134,7 @@ def run_dask(
             cluster = _start_local_cluster(workers or min(hostfacts.cpu_cores(), max(1, len(files))))
             client = Client(cluster)
         else:
-            client = Client(scheduler, timeout=os.environ.get("TRACEDOC_DASK_TIMEOUT", "10s"))
+            client = Client(scheduler, timeout=timeout or "10s")
     except (OSError, TimeoutError, ValueError) as exc:
         if cluster is not None:
             cluster.close()
@@ -163,44 +169,23 @@ def _decide_rank_mode(results: list[RankResult]) -> bool:
     return not sizes or max(ranks) < next(iter(sizes))
 
 
-def _prepared_rules(
-    rules: list | None,
-    rule_paths: list[str] | None,
-    thresholds: dict[str, dict[str, float]] | None,
-    select: list[str] | None,
-    ignore: list[str] | None,
-) -> list:
-    """The rules every worker gets: ``rules`` (None: the built-in ones plus ``rule_paths``,
-    parsed once here) with the ``thresholds`` overrides applied, after checking that
-    ``select``/``ignore`` are valid selectors for them (RuleError, ConfigError otherwise)."""
-    from tracedoc.engine.rules import load_rules, select_rules
-
-    if rules is None:
-        rules = load_rules(rule_paths)  # parsed once; a bad rule file fails before any worker starts
-    if thresholds:
-        from tracedoc.config import apply_thresholds
-
-        rules = apply_thresholds(rules, thresholds)
-    select_rules(rules, select, ignore)
-    return rules
-
-
 def _execute(
     files: list[str],
     kwargs: dict,
     jobs: int | None,
     scheduler: str | None,
     progress: Callable[[str], None] | None,
+    dask_timeout: str | None = None,
 ) -> tuple[list[RankResult], dict]:
     """Run :func:`analyze_one` on ``files`` with Dask (``scheduler`` given) or the process
     pool; return the results in ``files`` order and the report's ``run`` dict (executor,
-    workers or scheduler, wall-clock ``seconds``)."""
+    workers or scheduler, wall-clock ``seconds``). ``dask_timeout``: see :func:`run_dask`."""
     from tracedoc.text import plural
 
     n_jobs = max(1, min(jobs or hostfacts.cpu_cores(), len(files)))
     t0 = time.perf_counter()
     if scheduler:
-        results = run_dask(files, kwargs, scheduler, workers=jobs, progress=progress)
+        results = run_dask(files, kwargs, scheduler, workers=jobs, progress=progress, timeout=dask_timeout)
         executor = {"executor": "dask", "scheduler": scheduler}
     else:
         if progress:
@@ -261,22 +246,15 @@ def _rank_report(
 
 def analyze_inputs(
     inputs: list[str],
+    settings: Settings | None = None,
     *,
     jobs: int | None = None,
     scheduler: str | None = None,
-    select: list[str] | None = None,
-    ignore: list[str] | None = None,
-    rule_paths: list[str] | None = None,
     ranks: bool | None = None,
     follow_symlinks: bool = False,
-    strict: bool = False,
     cache_dir: str | None = None,
     progress: Callable[[str], None] | None = None,
     rules: list | None = None,
-    thresholds: dict[str, dict[str, float]] | None = None,
-    min_saving_ms: float | None = None,
-    min_saving_share: float | None = None,
-    max_bytes: int | None = None,
 ) -> MultiRankReport | MultiTraceReport:
     """Analyze several traces: files, globs, folders, URLs (see :mod:`tracedoc.ranks.discover`).
 
@@ -286,18 +264,13 @@ def analyze_inputs(
         scheduler: None for the local process pool; ``"local"`` or ``tcp://HOST:PORT`` for Dask.
         ranks: True: the traces are ranks of one job (a cross-rank summary); False: unrelated
             traces (one report each); None: decide from the traces (:func:`_decide_rank_mode`).
-        strict: a trace that cannot be analyzed fails the whole analysis (else it is
-            reported as failed and the rest analyzed).
         cache_dir: frame-cache folder for the workers; None: no cache.
-        rules: the rules, already parsed (the CLI passes the ones it prepared, with the
-            ``[tool.tracedoc]`` overrides applied); None: the built-in ones plus ``rule_paths``.
-        thresholds: per-rule threshold overrides, ``{rule code or name: {signal: number}}``
-            as in ``[tool.tracedoc.thresholds]`` (:func:`tracedoc.config.apply_thresholds`),
-            applied once here to ``rules`` before any worker starts.
-        min_saving_ms, min_saving_share: the finding floors each rank's analysis applies
-            (:func:`tracedoc.engine.analyze_trace`; None: the engine's defaults).
-        max_bytes: the largest trace each worker accepts (None: ``$TRACEDOC_MAX_TRACE_BYTES``
-            or the default, :func:`tracedoc.load.source.max_trace_bytes`).
+        settings: the :class:`~tracedoc.settings.Settings` of every rank's analysis (selectors,
+            rule files, threshold overrides, floors, ``strict``, the size limit, the
+            environment); sent to each worker as it is. Default: ``Settings`` with the
+            ``TRACEDOC_*`` variables read now.
+        rules: the rules, already parsed (default ``settings.rules()``: parsed once here, with
+            the overrides applied and the selectors checked, before any worker starts).
 
     Every rank is analyzed with the same rules, overrides and floors as a single trace
     would be, whichever executor runs it (the parsed rules travel to the workers).
@@ -309,20 +282,14 @@ def analyze_inputs(
         ConfigError: a threshold override that names no rule or does not fit its condition.
         SchedulerError: the Dask scheduler cannot be used.
     """
+    from tracedoc.settings import Environment, Settings
+
+    settings = settings if settings is not None else Settings(env=Environment.read())
     found: Discovery = discover(inputs, follow_symlinks=follow_symlinks)
     files = found.files
-    rules = _prepared_rules(rules, rule_paths, thresholds, select, ignore)
-    kwargs = {
-        "select": select,
-        "ignore": ignore,
-        "rules": rules,
-        "cache_dir": cache_dir,
-        "min_saving_ms": min_saving_ms,
-        "min_saving_share": min_saving_share,
-        "max_bytes": max_bytes,
-    }
-    results, run = _execute(files, kwargs, jobs, scheduler, progress)
-    ok, failed = _split_failures(results, strict)
+    kwargs = {"settings": settings, "rules": rules if rules is not None else settings.rules(), "cache_dir": cache_dir}
+    results, run = _execute(files, kwargs, jobs, scheduler, progress, settings.env.dask_timeout)
+    ok, failed = _split_failures(results, settings.strict)
     rank_mode = _decide_rank_mode(ok) if ranks is None else ranks
     if not rank_mode:
         return MultiTraceReport(
@@ -364,25 +331,31 @@ def analyze_directory(
             two traces of the same rank.
         RuleError: a bad ``select``/``ignore`` selector or rule file.
     """
+    import dataclasses
+
     from tracedoc.settings import Settings
 
     # the project's [tool.tracedoc], found from the folder as for a single trace; explicit arguments win
-    settings = Settings.resolve(directory, select=select, ignore=ignore, rule_paths=list(rule_paths or ()))
-    out = analyze_inputs(
-        [str(directory)],
-        jobs=jobs,
-        scheduler=scheduler,
-        select=list(settings.select) if settings.select is not None else None,
-        ignore=list(settings.ignore) if settings.ignore is not None else None,
-        rule_paths=list(settings.rule_paths),
-        ranks=True,
-        follow_symlinks=follow_symlinks,
+    settings = Settings.resolve(
+        directory,
+        select=select,
+        ignore=ignore,
+        rule_paths=list(rule_paths or ()),
         strict=strict,
-        cache_dir=cache_dir,
-        progress=progress,
-        thresholds=thresholds if thresholds is not None else (settings.threshold_map or None),
         min_saving_ms=min_saving_ms,
         min_saving_share=min_saving_share,
+    )
+    if thresholds is not None:
+        settings = dataclasses.replace(settings, thresholds=tuple((k, tuple(v.items())) for k, v in thresholds.items()))
+    out = analyze_inputs(
+        [str(directory)],
+        settings,
+        jobs=jobs,
+        scheduler=scheduler,
+        ranks=True,
+        follow_symlinks=follow_symlinks,
+        cache_dir=cache_dir,
+        progress=progress,
     )
     assert isinstance(out, MultiRankReport)
     out.directory = str(directory)

@@ -15,16 +15,19 @@ matched with the n-th of every other rank.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tracedoc.errors import TracedocError
 from tracedoc.ranks.discover import rank_from_filename
 from tracedoc.report.model import Report
+
+if TYPE_CHECKING:
+    from tracedoc.settings import Settings
 
 _COLLECTIVE = re.compile(
     r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|SendRecv|Reduce|Send|Recv|all_reduce|all_gather|"
@@ -149,38 +152,30 @@ class RankResult:
 
 def analyze_one(
     path: str,
-    select: list[str] | None = None,
-    ignore: list[str] | None = None,
+    settings: Settings | None = None,
     decode_workers: int | None = None,
-    rule_paths: list[str] | None = None,
     rules: list | None = None,
     cache_dir: str | None = None,
-    min_saving_ms: float | None = None,
-    min_saving_share: float | None = None,
-    max_bytes: int | None = None,
 ) -> RankResult:
     """Load and analyze one trace; errors come back as data (they cross processes).
 
     Args:
+        settings: the analysis options (:class:`~tracedoc.settings.Settings`, picklable: the
+            same object reaches every worker); default ``Settings()``.
         decode_workers: passed to :func:`tracedoc.load.load` (1 inside a worker pool:
             the ranks already use the CPUs).
-        rule_paths: extra rule files or folders, parsed here (prefer ``rules``).
-        rules: the rules, already parsed once by the caller (a rules folder is not
-            parsed again for every rank), with any ``[tool.tracedoc.thresholds]``
-            override already applied; default the built-in ones plus ``rule_paths``.
-        cache_dir: a frame-cache folder (:class:`tracedoc.cache.FrameCache`); None: no cache.
-        min_saving_ms, min_saving_share: the finding floors of
-            :func:`tracedoc.engine.analyze_trace` (``--min-saving-ms``/``--min-saving-share``;
-            None: the engine's defaults).
-        max_bytes: the largest trace accepted (``--max-trace-bytes``; None: the default).
+        rules: the rules, already parsed once by the caller (a rules folder is not parsed
+            again for every rank); default ``settings.rules()``.
+        cache_dir: a frame-cache folder (:class:`tracedoc.cache.FrameCache`, with the cache
+            sizes of ``settings.env``); None: no cache.
     """
     import time
 
     from tracedoc import pipeline
-    from tracedoc.engine import load_rules
     from tracedoc.load import load
     from tracedoc.settings import Settings
 
+    settings = settings if settings is not None else Settings()
     t0, c0 = time.perf_counter(), time.thread_time()
     out = RankResult(path=path)
     try:
@@ -188,17 +183,9 @@ def analyze_one(
         if cache_dir is not None:
             from tracedoc.cache import default_cache
 
-            cache = default_cache(cache_dir)
-        trace = load(path, workers=decode_workers, cache=cache, max_bytes=max_bytes)
-        if rules is None:
-            rules = load_rules(rule_paths)
-        settings = Settings(
-            select=tuple(select) if select is not None else None,
-            ignore=tuple(ignore) if ignore is not None else None,
-            min_saving_ms=min_saving_ms,
-            min_saving_share=min_saving_share,
-        )
-        report = pipeline.analyze(trace, settings, rules=rules)
+            cache = default_cache(cache_dir, env=settings.env)
+        trace = load(path, workers=decode_workers, cache=cache, max_bytes=settings.max_trace_bytes)
+        report = pipeline.analyze(trace, settings, rules=rules if rules is not None else settings.rules())
         out.collectives = extract_collectives(trace)
     except TracedocError as exc:
         out.error = str(exc)
@@ -207,7 +194,7 @@ def analyze_one(
         out.error = f"{path}: out of memory while analyzing"
         return out
     except Exception as exc:  # never a traceback for a bad trace
-        if os.environ.get("TRACEDOC_DEBUG"):
+        if settings.env.debug:
             raise
         out.error = f"{path}: cannot analyze ({type(exc).__name__}: {exc})"
         return out
