@@ -21,11 +21,9 @@ from tracedoc.render.report import (
     ConsoleRenderer,
     MarkdownRenderer,
     device_label,
-    fix_text,
     middle_ellipsis,
     plural,
     short_name,
-    suggested_num_workers,
     summary_line,
 )
 from tracedoc.render.sarif import SarifRenderer
@@ -88,7 +86,7 @@ def test_terminal_fits_and_never_splits_a_word(w0, width, colour):
     # every word of the messages, evidence and fixes appears whole on one line: a word
     # split across two lines (mid-identifier wrap) would be found on none
     for f in w0.findings:
-        for text in (f.message, fix_text(f), f"{f.code} {f.name}"):
+        for text in (f.message, f.fix.summary, f"{f.code} {f.name}"):
             for w in words(text):
                 assert any(w in ln for ln in inner), (width, w)
         for k in f.evidence:
@@ -219,13 +217,36 @@ def test_td101_fix_names_a_concrete_num_workers(w0):
     # 118.3 ms of other work; ceil(59.26 / 118.3) = 1 worker keeps up, +1 for jitter = 2
     dl, step = f.evidence["dataloader_ms"], f.evidence["step_time_ms"]
     assert (dl, step) == (pytest.approx(59.26, abs=0.01), pytest.approx(177.6, abs=0.1))
-    assert suggested_num_workers(f.evidence)[0] == 2
-    assert "num_workers=2" in fix_text(f) and "searched up to the CPU count" not in fix_text(f)
-    # without the timings the rule's search advice stays
-    bare = finding(code="TD101", evidence={"dataloader_share": 0.3})
-    bare.fix = Fix("DataLoader(num_workers=N) with N searched up to the CPU count", "safe")
-    assert fix_text(bare) == bare.fix.summary
-    assert suggested_num_workers({"dataloader_ms": 90.0, "step_time_ms": 90.0}) is None
+    assert "num_workers=2" in f.fix.summary and "searched up to the CPU count" not in f.fix.summary
+    assert "the rest of the step 118.3 ms, so 1 worker keeps up" in f.fix.summary
+    assert f.to_dict()["fix"]["summary"] == f.fix.summary  # made concrete by the rule, in every format
+    for text in (render(w0, 80, False), [tracedoc.render.render(w0, "markdown")]):
+        assert any("num_workers=2" in ln for ln in text)
+
+
+def test_a_fix_detail_falls_back_to_the_summary_without_its_signals():
+    from tracedoc.engine.rules import builtin_rules
+    from tracedoc.signals import SignalUnavailable
+
+    td101 = next(r for r in builtin_rules() if r.code == "TD101")
+    base = {"dataloader_share": 0.3, "dataloader_ms": 30.0, "step_time_ms": 100.0, "dataloader_saving_ms": 30.0}
+
+    def get_from(values):
+        def get(n):
+            if n not in values:
+                raise SignalUnavailable("not here")
+            return values[n]
+
+        return get
+
+    assert td101.evaluate(get_from(base)).fix.summary == td101.fix.summary  # no detail signals
+    full = {
+        **base,
+        "dataloader_compute_ms": 70.0,
+        "dataloader_workers_keep_up": 1.0,
+        "dataloader_workers_suggested": 2.0,
+    }
+    assert "num_workers=2" in td101.evaluate(get_from(full)).fix.summary
 
 
 def test_markdown_has_evidence_tables_and_summary(w0):

@@ -136,6 +136,10 @@ def test_expression_evaluation():
         ({"code": "td-1"}, "code"),
         ({"fix": {"summary": "f", "safety": "maybe"}}, "fix.safety"),
         ({"docs": {"what": "only this"}}, "lacks"),
+        ({"fix": {"summary": "f", "safety": "safe", "detail": "{no_such_signal:.1f}"}}, "unknown signal"),
+        ({"fix": {"summary": "f", "safety": "safe", "detail": "{step_time_ms!r}"}}, "fix.detail"),
+        ({"fix": {"summary": "f", "safety": "safe", "detail": "{top_h2d_copies}"}}, "table signal"),
+        ({"fix": {"summary": "f", "safety": "safe", "detail": 5}}, "fix.detail must be a string"),
     ],
 )
 def test_rule_validation(over, problem):

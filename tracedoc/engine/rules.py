@@ -13,6 +13,9 @@ A rule file holds::
     evidence = ["dataloader_ms", ...]              # signals (scalars or tables) to attach
     [fix]      summary, safety ("safe" | "unsafe" | "display-only"), knobs = [...],
                replay = "<fix>"   # optional: a step-model fix (tracedoc.signals.stepmodel.FIXES)
+               detail = "..."     # optional: a template over signals, like the message; when
+                                  # every signal it names has a value, it replaces the summary
+                                  # (a fix made concrete from the trace's own figures)
     [docs]     what, why, example, fix, safety
     [[tests]]  expect = "fire" | "pass" | "skip", signals = {...}, unavailable = [...]
 
@@ -30,6 +33,7 @@ may be floats).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -96,6 +100,8 @@ class Rule:
     tests: list[dict[str, Any]] = field(default_factory=list)
     source: str = ""
     claims: tuple[str, ...] = ("step",)
+    #: the ``[fix] detail`` template (None: the summary is the fix's whole text)
+    fix_detail: str | None = None
 
     @property
     def message_names(self) -> set[str]:
@@ -150,9 +156,25 @@ class Rule:
             saving,
             self.saving_basis,
             evidence,
-            self.fix,
+            self._concrete_fix(get),
             claims=self.claims,
         )
+
+    def _concrete_fix(self, get: Callable[[str], Any]) -> Fix:
+        """The fix, with its summary replaced by the ``[fix] detail`` template filled in when
+        every signal the template names has a value on this trace (else the summary stays)."""
+        if self.fix_detail is None:
+            return self.fix
+        names = {f for _, f, _, _ in string.Formatter().parse(self.fix_detail) if f}
+        values: dict[str, Any] = {}
+        for n in names:
+            try:
+                values[n] = get(n)
+            except SignalUnavailable:
+                return self.fix
+            if values[n] is None:
+                return self.fix
+        return dataclasses.replace(self.fix, summary=self.fix_detail.format_map(values))
 
 
 def check_template(message: str, src: str, field_name: str = "message") -> set[str]:
@@ -277,6 +299,10 @@ def parse_rule(data: dict[str, Any], src: str) -> Rule:
             shown = replay[:40] if isinstance(replay, str) else type(replay).__name__
             raise RuleError(f"{src}: fix.replay {shown!r} is not one of {', '.join(FIXES)}")
     fix = Fix(_req(fix_d, "summary", str, src + " [fix]"), safety, _str_list(fix_d, "knobs", src, "fix."), replay)
+    detail = fix_d.get("detail")
+    if detail is not None and not isinstance(detail, str):
+        raise RuleError(f"{src}: fix.detail must be a string (a template)")
+    detail_names = check_template(detail, src, "fix.detail") if detail is not None else set()
     docs = data.get("docs", {})
     if not isinstance(docs, dict):
         raise RuleError(f"{src}: 'docs' must be a table")
@@ -301,13 +327,14 @@ def parse_rule(data: dict[str, Any], src: str) -> Rule:
         tests=list(tests),
         source=src,
         claims=_claims(data.get("claims", "step"), src),
+        fix_detail=detail,
     )
-    for n in rule.required_signals | set(rule.evidence):
+    for n in rule.required_signals | set(rule.evidence) | detail_names:
         if not n.isidentifier():
             raise RuleError(f"{src}: {n!r} is not a signal name")
         if n not in SIGNALS:
             raise RuleError(f"{src}: unknown signal {n!r}")
-    for n in rule.required_signals:
+    for n in rule.required_signals | detail_names:
         if SIGNALS[n].unit == "table":
             raise RuleError(f"{src}: table signal {n!r} can only be evidence")
     return rule

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracedoc.render.report import dedupe_vendor, fix_text, summary_line
+from tracedoc.render.report import dedupe_vendor, summary_line
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -42,7 +42,7 @@ class GithubRenderer:
         out = []
         for f in report.findings:
             saving = "" if f.estimated_saving_ms is None else f" (~{f.estimated_saving_ms:.1f} ms/step)"
-            msg = f"{f.message}\nFix [{f.fix.safety}]: {fix_text(f)}"
+            msg = f"{f.message}\nFix [{f.fix.safety}]: {f.fix.summary}"
             out.append(annotation(LEVEL[f.severity], msg, file=file, title=f"{f.code} {f.name}{saving}"))
         for k in report.skipped:
             out.append(

@@ -24,7 +24,6 @@ from tracedoc.render.report import (
     column_label,
     dedupe_vendor,
     device_label,
-    fix_text,
     fmt_evidence,
     plural,
     summary_line,
@@ -94,7 +93,7 @@ def findings_parts(report: Any) -> list[str]:
                 parts.append(f'<p class="meta">{_e(k)}</p>' + _table(rows))
         if f.saving_basis:
             parts.append(f'<p class="meta">Saving estimate: {_e(f.saving_basis)}</p>')
-        parts.append(f'<p class="fix"><b>Fix</b> [{_e(f.fix.safety)}]: {_e(fix_text(f))}</p></section>')
+        parts.append(f'<p class="fix"><b>Fix</b> [{_e(f.fix.safety)}]: {_e(f.fix.summary)}</p></section>')
         out.append("\n".join(parts))
     if report.skipped:
         out.append('<h2>Skipped rules</h2><ul class="skipped">')

@@ -3,7 +3,7 @@ shares; :mod:`tracedoc.render` chooses the format.
 
 The other formats live beside this module: :mod:`tracedoc.render.github` (workflow
 annotations), :mod:`tracedoc.render.sarif` (SARIF 2.1.0) and :mod:`tracedoc.render.html`
-(one self-contained page); JSON is the document's own ``to_dict``. The helpers here (:func:`summary_line`, :func:`fix_text`,
+(one self-contained page); JSON is the document's own ``to_dict``. The helpers here (:func:`summary_line`,
 :func:`plural`, :func:`middle_ellipsis`) are shared by all of them, so every format says
 the same thing.
 
@@ -19,7 +19,6 @@ colour (``NO_COLOR``, a pipe, CI), so it still reads.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -134,48 +133,6 @@ _fmt_evidence = fmt_evidence  # the name earlier callers used
 def column_label(col: str) -> str:
     """An evidence-table header for reading: ``ms_per_step`` -> ``ms/step``."""
     return col.replace("_per_", "/")
-
-
-def suggested_num_workers(evidence: dict[str, Any]) -> tuple[int, float, float] | None:
-    """A concrete ``num_workers`` for the TD101 fix, from the trace's own timings.
-
-    With ``num_workers=0`` the main process spends ``dataloader_ms`` per step building a
-    batch, and the rest of the step (``compute_ms = step_time_ms - dataloader_ms``) is the
-    work that batch feeds. ``N`` workers building batches in parallel produce ``N`` batches
-    per ``dataloader_ms``; the loop consumes one per ``compute_ms`` once loading is hidden,
-    so ``N >= dataloader_ms / compute_ms`` keeps up (the throughput balance PyTorch's
-    DataLoader docs describe in words); one more worker absorbs jitter.
-
-    Returns ``(N, dataloader_ms, compute_ms)``, or None when the evidence lacks the two
-    timings or the step has no other work (then the fix keeps its search advice).
-    """
-    dl, step = evidence.get("dataloader_ms"), evidence.get("step_time_ms")
-    if not isinstance(dl, (int, float)) or not isinstance(step, (int, float)) or dl <= 0:
-        return None
-    compute = float(step) - float(dl)
-    if compute <= 0 or not math.isfinite(compute):
-        return None
-    return math.ceil(dl / compute) + 1, float(dl), compute
-
-
-def fix_text(finding: Any) -> str:
-    """The fix summary of a finding, made concrete where the trace allows.
-
-    TD101 (dataloader-stall): the rule's generic "N searched up to the CPU count" becomes a
-    number from :func:`suggested_num_workers`. Every other fix is the rule's text.
-    """
-    text = finding.fix.summary
-    if finding.code == "TD101":
-        n = suggested_num_workers(finding.evidence)
-        if n is not None:
-            workers, dl, compute = n
-            text = (
-                f"Load batches in worker processes: DataLoader(num_workers={workers}, persistent_workers=True). "
-                f"A batch takes {dl:.1f} ms to build and the rest of the step {compute:.1f} ms, so "
-                f"{math.ceil(dl / compute)} worker keeps up and one more absorbs jitter; "
-                "raise N while throughput improves."
-            )
-    return text
 
 
 def replay_line(f: Any) -> str:
@@ -313,7 +270,7 @@ class MarkdownRenderer:
                     lines += [f"`{k}`:", ""] + md_table(rows, name_limit=100) + [""]
             if f.saving_basis:
                 lines += [f"Saving estimate: {f.saving_basis}", ""]
-            lines += [f"**Fix** ({f.fix.safety}): {fix_text(f)}", ""]
+            lines += [f"**Fix** ({f.fix.safety}): {f.fix.summary}", ""]
         if report.also_true:
             lines += ["## Also true (not ranked)", ""]
             lines += [f"- {a.code} `{a.name}`: {a.why}" for a in report.also_true]
@@ -497,5 +454,5 @@ class ConsoleRenderer:
         for k, rows in f.evidence.items():
             if isinstance(rows, list) and rows and isinstance(rows[0], dict):
                 parts.append(self._table(k, rows, inner))
-        parts.append(Text.assemble(("fix ", "bold"), (f"[{f.fix.safety}] ", SAFETY_STYLE[f.fix.safety]), fix_text(f)))
+        parts.append(Text.assemble(("fix ", "bold"), (f"[{f.fix.safety}] ", SAFETY_STYLE[f.fix.safety]), f.fix.summary))
         return Panel(Group(*parts), title=title, title_align="left", border_style=SEVERITY_STYLE[f.severity])

@@ -19,7 +19,7 @@ from urllib.parse import quote
 import orjson
 
 from tracedoc._version import __version__
-from tracedoc.render.report import dedupe_vendor, fix_text
+from tracedoc.render.report import dedupe_vendor
 
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -71,13 +71,13 @@ class SarifRenderer:
                         "ruleId": f.code,
                         "ruleIndex": index[f.code],
                         "level": LEVEL[f.severity],
-                        "message": {"text": f"{f.message} Fix [{f.fix.safety}]: {fix_text(f)}"},
+                        "message": {"text": f"{f.message} Fix [{f.fix.safety}]: {f.fix.summary}"},
                         "locations": loc,
                         "properties": {
                             "estimated_saving_ms": f.estimated_saving_ms,
                             "saving_basis": f.saving_basis,
                             "evidence": f.evidence,
-                            "fix": {**f.fix.to_dict(), "text": fix_text(f)},
+                            "fix": {**f.fix.to_dict(), "text": f.fix.summary},
                         },
                     }
                 )

@@ -506,6 +506,37 @@ def dataloader_ms(ctx: SignalContext) -> float:
     return ctx.get("dataloader_share") * ctx.get("step_time_ms")
 
 
+@signal("ms", scope="steps")
+def dataloader_compute_ms(ctx: SignalContext) -> float:
+    """The rest of the step, the work one batch feeds, ms: ``step_time_ms - dataloader_ms``.
+
+    Raises:
+        SignalUnavailable: no DataLoader time, or no other work in the step.
+    """
+    dl, step = ctx.get("dataloader_ms"), ctx.get("step_time_ms")
+    if not dl > 0 or not step - dl > 0:
+        raise SignalUnavailable("no DataLoader time, or nothing else in the step")
+    return step - dl
+
+
+@signal("count", scope="steps")
+def dataloader_workers_keep_up(ctx: SignalContext) -> float:
+    """DataLoader worker processes that keep pace with the loop once loading is hidden:
+    ``ceil(dataloader_ms / dataloader_compute_ms)``. ``N`` workers build ``N`` batches per
+    ``dataloader_ms`` and the loop takes one per ``dataloader_compute_ms`` (the throughput
+    balance the PyTorch DataLoader docs describe in words)."""
+    import math
+
+    return float(math.ceil(ctx.get("dataloader_ms") / ctx.get("dataloader_compute_ms")))
+
+
+@signal("count", scope="steps")
+def dataloader_workers_suggested(ctx: SignalContext) -> float:
+    """The ``num_workers`` TD101's fix names: :func:`dataloader_workers_keep_up` plus one to
+    absorb jitter between batches."""
+    return ctx.get("dataloader_workers_keep_up") + 1.0
+
+
 @signal("share", scope="steps")
 def cpu_exec_share(ctx: SignalContext) -> float:
     """Share of step time in CPU ops with no GPU activity, runtime call or DataLoader (breakdown)."""
