@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 from tracedoc.engine.rules import DOC_SECTIONS
@@ -24,3 +26,28 @@ def rule_dict(**over: Any) -> dict[str, Any]:
     }
     d.update(over)
     return d
+
+
+JSON_TYPES = (dict, list, str, int, float, bool, type(None))
+
+
+def not_plain_json(x: Any, path: str = "$") -> list[str]:
+    """Where ``x`` holds anything but plain JSON data (a tuple, a numpy scalar, an enum, a
+    non-string key, a NaN or an infinity)."""
+    out = [] if type(x) in JSON_TYPES else [f"{path}: {type(x).__name__}"]
+    if isinstance(x, float) and not math.isfinite(x):
+        out.append(f"{path}: {x}")
+    if isinstance(x, dict):
+        for k, v in x.items():
+            if type(k) is not str:
+                out.append(f"{path}: key {k!r}")
+            out += not_plain_json(v, f"{path}.{k}")
+    elif isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            out += not_plain_json(v, f"{path}[{i}]")
+    return out
+
+
+def through_json(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` after a round trip through JSON text (NaN refused)."""
+    return json.loads(json.dumps(d, allow_nan=False))

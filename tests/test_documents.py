@@ -6,7 +6,6 @@ importance rather than by its strings."""
 from __future__ import annotations
 
 import json
-import math
 import operator
 import pickle
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES, real_trace
+from helpers import not_plain_json, through_json
 
 import tracedoc.engine as engine
 import tracedoc.engine.claims as claims
@@ -35,28 +35,6 @@ KINDS = [
     "cpu_resnet18_baseline_img32.pt.trace.json.gz",  # our own CPU recording
     "legacy_computeproperties.json.gz",  # an old trace format
 ]
-JSON_TYPES = (dict, list, str, int, float, bool, type(None))
-
-
-def _not_plain_json(x: Any, path: str = "$") -> list[str]:
-    """Where ``x`` holds anything but plain JSON data (a tuple, a numpy scalar, an enum, a
-    non-string key, a NaN or an infinity)."""
-    out = [] if type(x) in JSON_TYPES else [f"{path}: {type(x).__name__}"]
-    if isinstance(x, float) and not math.isfinite(x):
-        out.append(f"{path}: {x}")
-    if isinstance(x, dict):
-        for k, v in x.items():
-            if type(k) is not str:
-                out.append(f"{path}: key {k!r}")
-            out += _not_plain_json(v, f"{path}.{k}")
-    elif isinstance(x, (list, tuple)):
-        for i, v in enumerate(x):
-            out += _not_plain_json(v, f"{path}[{i}]")
-    return out
-
-
-def _through_json(d: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(d, allow_nan=False))
 
 
 def test_fixture_list_is_whole():
@@ -69,8 +47,8 @@ def test_fixture_list_is_whole():
 def test_report_round_trip_on_real_traces(path: Path):
     r = analyze(path, Settings())
     d = r.to_dict()
-    assert _not_plain_json(d) == []
-    back = Report.from_dict(_through_json(d))
+    assert not_plain_json(d) == []
+    back = Report.from_dict(through_json(d))
     assert back == r
     assert back.to_dict() == d
     assert all(type(f.severity) is Severity for f in back.findings)
@@ -91,7 +69,7 @@ def test_round_trip_keeps_overlaps(name: str):
     assert capped, "the fixture no longer has a capped finding: pick another"
     d = r.to_dict()
     assert [f["overlaps"] for f in d["findings"] if f["overlaps"]] == [list(f.overlaps) for f in capped]
-    back = Report.from_dict(_through_json(d))
+    back = Report.from_dict(through_json(d))
     assert back == r and [f.overlaps for f in back.findings if f.overlaps] == [f.overlaps for f in capped]
 
 
@@ -215,8 +193,8 @@ ALSO = AlsoTrue("TD104", "blocking-sync", "TD101 dataloader-stall", "claimed fir
 )
 def test_documents_round_trip(doc):
     d = doc.to_dict()
-    assert _not_plain_json(d) == []
-    back = type(doc).from_dict(_through_json(d))
+    assert not_plain_json(d) == []
+    back = type(doc).from_dict(through_json(d))
     assert back == doc and back.to_dict() == d
     if isinstance(doc, Finding):
         assert back.overlaps == doc.overlaps and isinstance(back.claims, tuple) and isinstance(back.overlaps, tuple)
@@ -238,9 +216,9 @@ def test_hand_built_report_round_trips():
     r = _report()
     d = r.to_dict()
     assert d["schema_version"] == SCHEMA_VERSION == 2
-    assert Report.from_dict(_through_json(d)) == r
-    assert Report.from_dict(_through_json(d)).to_dict() == d
-    assert Report.from_dict(_through_json(_report(recoverable=None, also_true=[]).to_dict())).recoverable is None
+    assert Report.from_dict(through_json(d)) == r
+    assert Report.from_dict(through_json(d)).to_dict() == d
+    assert Report.from_dict(through_json(_report(recoverable=None, also_true=[]).to_dict())).recoverable is None
 
 
 def test_from_dict_ignores_the_tool_block():
@@ -253,7 +231,7 @@ def test_from_dict_ignores_the_tool_block():
 
 def test_from_dict_reads_an_earlier_version_2_report():
     # a version-2 report written before the additive fields: none of them, and no finding overlaps
-    d = _through_json(_report().to_dict())
+    d = through_json(_report().to_dict())
     for k in ("scopes", "idle_ledger", "notes", "recoverable"):
         del d[k]
     for k in ("overlaps", "replayed_low_ms", "slice_saving_ms", "replayed_saving_ms"):

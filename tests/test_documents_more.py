@@ -11,13 +11,13 @@ import ast
 import copy
 import gzip
 import json
-import math
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import FIXTURES, real_trace
+from helpers import not_plain_json, through_json
 
 from tracedoc.errors import DocumentError, TracedocError
 from tracedoc.fixloop.loop import FixLoop, LoopOptions
@@ -37,35 +37,13 @@ W0 = "v100_resnet50_workers0.pt.trace.json.gz"  # DataLoader(num_workers=0): TD1
 W4 = "v100_resnet50_workers4.pt.trace.json.gz"  # num_workers=4: the stall is gone
 GLOO = "cpu_only_gloo.pt.trace.json.gz"  # a CPU-only gloo rank: blocking gloo:all_reduce ops
 SMALL = "mi250_toy_train.pt.trace.json.gz"
-JSON_TYPES = (dict, list, str, int, float, bool, type(None))
-
-
-def _not_plain_json(x: Any, path: str = "$") -> list[str]:
-    """Where ``x`` holds anything but plain JSON data (a tuple, a numpy scalar, an enum, a
-    non-string key, a NaN or an infinity)."""
-    out = [] if type(x) in JSON_TYPES else [f"{path}: {type(x).__name__}"]
-    if isinstance(x, float) and not math.isfinite(x):
-        out.append(f"{path}: {x}")
-    if isinstance(x, dict):
-        for k, v in x.items():
-            if type(k) is not str:
-                out.append(f"{path}: key {k!r}")
-            out += _not_plain_json(v, f"{path}.{k}")
-    elif isinstance(x, (list, tuple)):
-        for i, v in enumerate(x):
-            out += _not_plain_json(v, f"{path}[{i}]")
-    return out
-
-
-def _through_json(d: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(d, allow_nan=False))
 
 
 def _round_trips(doc: Any) -> Any:
     """Check ``doc`` against its JSON: plain data, equal after ``from_dict``, the same JSON again."""
     d = doc.to_dict()
-    assert _not_plain_json(d) == []
-    back = type(doc).from_dict(_through_json(d))
+    assert not_plain_json(d) == []
+    back = type(doc).from_dict(through_json(d))
     assert back == doc
     assert back.to_dict() == d
     return back
@@ -190,7 +168,7 @@ def test_many_trace_json_is_the_documented_schema(multi_rank, multi_trace):
 
 
 def test_many_trace_documents_refuse_other_versions_and_kinds(multi_rank, multi_trace):
-    d, t = _through_json(multi_rank.to_dict()), _through_json(multi_trace.to_dict())
+    d, t = through_json(multi_rank.to_dict()), through_json(multi_trace.to_dict())
     for cls, doc in ((MultiRankReport, d), (MultiTraceReport, t)):
         for bad in ({k: v for k, v in doc.items() if k != "schema_version"}, {**doc, "schema_version": 3}):
             with pytest.raises(DocumentError, match="schema_version") as e:
@@ -372,11 +350,11 @@ def test_comparison_figures_are_rounded_once_from_the_unrounded_ones():
     # a hair slower is a regression over 0 %, though the rounded change_pct is 0.0
     r = DiffResult({}, {}, StepTime.measured(100.0, 100.000001, None, None), [])
     assert r.step_time.change_pct == 0.0 and r.regressed(0.0)
-    assert DiffResult.from_dict(_through_json(r.to_dict())).regressed(0.0)
+    assert DiffResult.from_dict(through_json(r.to_dict())).regressed(0.0)
 
 
 def test_a_comparison_written_before_the_unrounded_change_still_reads(trace_diff):
-    d = _through_json(trace_diff.to_dict())
+    d = through_json(trace_diff.to_dict())
     del d["step_time_ms"]["change_pct_unrounded"]
     old = DiffResult.from_dict(d)
     assert old.step_time.change_pct_unrounded is None
@@ -384,7 +362,7 @@ def test_a_comparison_written_before_the_unrounded_change_still_reads(trace_diff
 
 
 def test_comparison_refuses_other_versions(trace_diff):
-    d = _through_json(trace_diff.to_dict())
+    d = through_json(trace_diff.to_dict())
     for bad in (
         {k: v for k, v in d.items() if k != "schema_version"},
         {**d, "schema_version": 2},
@@ -570,7 +548,7 @@ def test_fixloop_prediction_error_uses_the_one_convention(tmp_path, analyses):
 
 
 def test_fixloop_summary_refuses_other_versions(tmp_path, analyses):
-    d = _through_json(_loop(tmp_path, analyses).summary.to_dict())
+    d = through_json(_loop(tmp_path, analyses).summary.to_dict())
     for bad in (
         {k: v for k, v in d.items() if k != "schema_version"},
         {**d, "schema_version": 2},

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from tracedoc._version import __version__
 from tracedoc.errors import TracedocError, one_line
+from tracedoc.report.header import check_header
 
 if TYPE_CHECKING:  # annotations only
     from tracedoc.trace import Trace
@@ -439,14 +440,7 @@ class Report:
             tracedoc.errors.TracedocError: not a report, a ``schema_version`` other than
                 :data:`SCHEMA_VERSION` (or none), or a section missing or of the wrong shape.
         """
-        if not isinstance(d, dict):
-            raise TracedocError(f"not a tracedoc report: a JSON {type(d).__name__}, not an object")
-        if "schema_version" not in d:
-            raise TracedocError(f"not a tracedoc report: no schema_version (expected {SCHEMA_VERSION})")
-        version = d["schema_version"]
-        if type(version) is not int or version != SCHEMA_VERSION:
-            shown = one_line(repr(version)[:40])
-            raise TracedocError(f"unsupported report schema_version {shown} (this tracedoc reads {SCHEMA_VERSION})")
+        check_header(d, "tracedoc report", SCHEMA_VERSION)
         try:
             rec = d.get("recoverable")
             return cls(
