@@ -20,9 +20,8 @@ from conftest import FIXTURES, real_trace
 from helpers import not_plain_json, through_json
 
 from tracedoc.errors import DocumentError, TracedocError
-from tracedoc.fixloop.loop import FixLoop, LoopOptions
+from tracedoc.fixloop.loop import FixLoop, LoopOptions, build_summary
 from tracedoc.fixloop.runner import TrialOutcome
-from tracedoc.fixloop.summary import build_summary
 from tracedoc.fixloop.workload import FieldSpec, WorkloadSpec
 from tracedoc.pipeline import analyze
 from tracedoc.ranks import analyze_inputs

@@ -149,8 +149,8 @@ def test_the_graph_reader_sees_imports_inside_functions_and_skips_type_checking(
     edges = graph()
     # tracedoc.load.build imports plural inside a function (an error path): seen
     assert "tracedoc.text" in edges["tracedoc.load.build"]
-    # fixloop.summary imports FixLoop for annotations only: not an edge
-    assert "tracedoc.fixloop.loop" not in edges["tracedoc.fixloop.summary"]
+    # render.report imports Report for annotations only (under TYPE_CHECKING): not an edge
+    assert "tracedoc.report.model" not in edges["tracedoc.render.report"]
 
 
 #: The modules the issue rewrote, where no function may pass MAX_FUNCTION_LINES (the loaders,

@@ -36,11 +36,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tracedoc._version import __version__
 from tracedoc.fixloop import knobs as knobs_mod
 from tracedoc.fixloop.noise import MIN_ROUNDS, decide
 from tracedoc.fixloop.runner import Runner, TrialOutcome
-from tracedoc.fixloop.summary import build_summary, predicted_vs_measured, write_summary
-from tracedoc.fixloop.workload import WorkloadError, WorkloadSpec
+from tracedoc.fixloop.summary import NOISE_RULE, PROFILED_STEP_FACTOR, predicted_vs_measured, write_summary
+from tracedoc.fixloop.workload import WorkloadError, WorkloadSpec, strict_json
 from tracedoc.report.fixloop import FixLoopSummary
 
 #: Statuses a trial can end with. ``baseline`` is the first trial when it measured.
@@ -644,3 +645,88 @@ def _finding_brief(finding: dict[str, Any]) -> dict[str, Any]:
         "estimated_saving_ms": finding.get("estimated_saving_ms"),
         "knobs": list(fix.get("knobs") or []),
     }
+
+
+def warnings(loop: FixLoop) -> list[str]:
+    """Notes on measurements that could not decide: noisy sides (CV above noise.NOISY_CV),
+    inconclusive trials, and profiled steps more than :data:`PROFILED_STEP_FACTOR` away from
+    the timed step."""
+    from tracedoc.fixloop.noise import NOISY_CV
+
+    out = []
+    for r in loop.records:
+        prof, timed = r.profiled_step_ms, r.step_time_ms
+        if prof and timed and max(prof / timed, timed / prof) >= PROFILED_STEP_FACTOR:
+            out.append(
+                f"trial {r.index}: its profiled steps averaged {prof:.1f} ms, {prof / timed:.2f}x the timed "
+                f"step ({timed:.1f} ms); the savings predicted from its trace are in the trace's time "
+                "(profiler overhead on many small ops, or an unrepresentative profiled window); "
+                "predicted_saving_timed_ms rescales them to the timed step"
+            )
+        d = r.decision or {}
+        if d.get("noisy"):
+            out.append(
+                f"trial {r.index}: the machine was too noisy (CV incumbent {d['incumbent_cv']:.1%}, "
+                f"candidate {d['candidate_cv']:.1%}; above {NOISY_CV:.0%})"
+            )
+        if r.status == "inconclusive":
+            out.append(f"trial {r.index} ({r.change}) is inconclusive: {r.error or d.get('reason', '')}")
+    return out
+
+
+def build_summary(loop: FixLoop) -> FixLoopSummary:
+    """The loop's state as the summary document (:class:`~tracedoc.report.fixloop.FixLoopSummary`;
+    every non-finite number replaced by None, :func:`tracedoc.fixloop.workload.strict_json`)."""
+    records = loop.records
+    baseline = records[0] if records else None
+    inc = loop.incumbent
+    final = None
+    if inc is not None:
+        kept = [r.change for r in records[1:] if r.status == "kept"]
+        final = {
+            "config": inc.config,
+            "samples_per_s": inc.samples_per_s,
+            "step_time_ms": inc.step_time_ms,
+            "speedup": inc.speedup,
+            "trial": inc.index,
+            "changes": kept,
+        }
+    return FixLoopSummary(
+        version=__version__,
+        workload=loop.workload,
+        out_dir=str(loop.out_dir),
+        device=strict_json(loop.device),
+        options=strict_json(
+            {
+                "max_trials": loop.options.max_trials,
+                "unsafe_fixes": loop.options.unsafe_fixes,
+                "device": loop.options.device,
+                "sets": list(loop.options.sets),
+                "min_gain": loop.options.min_gain,
+                "ab_rounds": loop.options.ab_rounds,
+                "max_rounds": loop.options.max_rounds,
+                "n_cpus": loop.n_cpus,
+            }
+        ),
+        noise_rule=NOISE_RULE,
+        baseline=None
+        if baseline is None
+        else strict_json(
+            {
+                "config": baseline.config,
+                "samples_per_s": baseline.samples_per_s,
+                "step_time_ms": baseline.step_time_ms,
+                "status": baseline.status,
+            }
+        ),
+        final=strict_json(final),
+        trials=strict_json([r.to_dict() for r in records]),
+        not_applicable=strict_json(loop.not_applicable),
+        skipped=strict_json(loop.skipped),
+        warnings=warnings(loop),
+        stop_reason=loop.stop_reason or "running",
+        interrupted=loop.interrupted,
+        signal=loop.signal,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(loop.started)),
+        wall_s=round(time.time() - loop.started, 1),
+    )

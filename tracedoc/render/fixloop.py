@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracedoc.report.fixloop import as_dict
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -14,11 +16,6 @@ if TYPE_CHECKING:
 
 #: The table's columns (text and Markdown).
 COLUMNS = ("#", "change", "step ms", "samples/s", "CV", "speedup", "status", "predicted ms", "measured ms")
-
-
-def _plain(summary: FixLoopSummary | dict[str, Any]) -> dict[str, Any]:
-    """The summary's JSON form: the document's ``to_dict()``, or the dict as given."""
-    return summary if isinstance(summary, dict) else summary.to_dict()
 
 
 def _pct(value: float | None) -> str:
@@ -33,7 +30,7 @@ def _num(value: float | None, digits: int = 1, signed: bool = False) -> str:
 
 def rows(summary: FixLoopSummary | dict[str, Any]) -> list[list[str]]:
     """The table's rows as text, one per trial, in :data:`COLUMNS` order."""
-    summary = _plain(summary)
+    summary = as_dict(summary)
     out = []
     for t in summary["trials"]:
         speed = "-" if t.get("speedup") is None else f"{t['speedup']:.2f}x"
@@ -63,7 +60,7 @@ def rows(summary: FixLoopSummary | dict[str, Any]) -> list[list[str]]:
 
 
 def _final_line(summary: FixLoopSummary | dict[str, Any]) -> str:
-    summary = _plain(summary)
+    summary = as_dict(summary)
     final = summary.get("final")
     if final is None:
         return f"No result: {summary.get('stop_reason')}."
@@ -76,7 +73,7 @@ def _final_line(summary: FixLoopSummary | dict[str, Any]) -> str:
 
 def render_markdown(summary: FixLoopSummary | dict[str, Any]) -> str:
     """The summary as a Markdown document (table, final result, notes, the noise rule)."""
-    summary = _plain(summary)
+    summary = as_dict(summary)
     dev = summary.get("device") or {}
     lines = [
         f"# tracedoc fix-loop: `{Path(summary['workload']).name}`",
@@ -137,7 +134,7 @@ def render_table(summary: FixLoopSummary | dict[str, Any], width: int | None = N
 
     from tracedoc.text import middle_ellipsis
 
-    summary = _plain(summary)
+    summary = as_dict(summary)
     style = {
         "kept": "green",
         "baseline": "bold",
@@ -183,7 +180,7 @@ def render_table(summary: FixLoopSummary | dict[str, Any], width: int | None = N
 
 def render_notes(summary: FixLoopSummary | dict[str, Any]) -> list[str]:
     """Plain-text notes printed under the table: failures, not-applicable knobs, fixes not tried."""
-    summary = _plain(summary)
+    summary = as_dict(summary)
     notes = [f"warning: {w}" for w in summary.get("warnings") or []]
     notes += [f"trial {t['index']} {t['status']}: {t['error']}" for t in summary["trials"] if t.get("error")]
     notes += [f"{n['knob']}: {n['reason']}" for n in summary.get("not_applicable") or []]

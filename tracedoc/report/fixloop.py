@@ -1,7 +1,7 @@
 """The fix-loop summary document: :class:`FixLoopSummary`, what ``tracedoc fix-loop`` writes
 as ``summary.json`` (and renders as ``summary.md`` and the terminal table).
 
-:func:`tracedoc.fixloop.summary.build_summary` builds it from a finished (or interrupted)
+:func:`tracedoc.fixloop.loop.build_summary` builds it from a finished (or interrupted)
 loop; the renderers of :mod:`tracedoc.fixloop.summary` read it. ``to_dict`` is the JSON form
 (strict JSON: the builder has already replaced every non-finite number by ``null``) and the
 ``from_dict`` classmethod reverses it exactly:
@@ -151,3 +151,9 @@ class FixLoopSummary:
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise shape_error(_WHAT, exc) from None
+
+
+def as_dict(summary: FixLoopSummary | dict[str, Any]) -> dict[str, Any]:
+    """The summary's JSON form: the document's ``to_dict()``, or a dict as given (a saved
+    ``summary.json``)."""
+    return summary if isinstance(summary, dict) else summary.to_dict()
