@@ -217,6 +217,126 @@ def is_op(e):
     return e["cat_"] in OP_CATS and not is_annotation(e)
 
 
+class CallClasses:
+    """The ledger's call classes over one trace's events (R3, R4, R6, R8, R9, R12 of "Idle
+    ledger"), built once per trace. derive_replay.py uses the same classes: the step model
+    takes them from the ledger by definition.
+
+    Building it annotates each GPU event with ``dev``, ``stream`` and ``launch`` (its launch
+    call through args.correlation, R3, or None)."""
+
+    def __init__(self, evs, gpu):
+        self.runtime = [e for e in evs if e["cat_"] in RUNTIME_CATS]
+        self.rocm = any(r["name"].startswith("hip") for r in self.runtime)
+        self.rt_by_corr = {}  # one join: args.correlation (R3)
+        for r in self.runtime:
+            self.rt_by_corr.setdefault(r["args"].get("correlation"), r)
+        self.first_gpu = min(g["s"] for g in gpu)  # R8: the trace's first GPU event, by start
+
+        # GPU event -> launch call (R3); a launch call is a runtime call linked to a GPU event (R4).
+        self.launched = defaultdict(list)  # id(runtime) -> its GPU events
+        for g in gpu:
+            g["dev"] = g["args"].get("device", g.get("pid"))
+            g["stream"] = (g["dev"], g["args"].get("stream", g.get("tid")))
+            r = self.rt_by_corr.get(g["args"].get("correlation"))
+            g["launch"] = r
+            if r is not None:
+                self.launched[id(r)].append(g)
+
+        kernel_launch_calls = [r for r in self.runtime if KERNEL_LAUNCH.match(r["name"])]
+        self.median_launch = (
+            statistics.median(r.get("dur", 0) for r in kernel_launch_calls) if kernel_launch_calls else 0.0
+        )
+        self.slow_launch = max(SLOW_LAUNCH_MIN_US, SLOW_LAUNCH_FACTOR * self.median_launch)
+
+        # ---- per thread: launch-call starts and ops (R9, R10, R12)
+        self.by_thread = defaultdict(list)
+        for e in evs:
+            if e["cat_"] in CPU_CATS:
+                self.by_thread[e["thread"]].append(e)
+        self.launch_starts = {
+            th: sorted(e["s"] for e in items if e["cat_"] in RUNTIME_CATS and self.is_launch(e))
+            for th, items in self.by_thread.items()
+        }
+
+        # cpu_ops per thread, by (ts, -dur, -trace order), with the running maximum of their ends:
+        # walking back from the last op that starts at or before a call, the first one that contains
+        # it has the latest ts and, on a tie, the shortest duration (R12); on a full tie (same ts and
+        # dur, which the text does not order) the earlier event in the trace
+        self.ops_by_thread, self.ops_s, self.ops_maxe = {}, {}, {}
+        for th, items in self.by_thread.items():
+            ops = sorted((o for o in items if is_op(o)), key=lambda o: (o["s"], -o.get("dur", 0), -o["idx"]))
+            self.ops_by_thread[th] = ops
+            self.ops_s[th] = [o["s"] for o in ops]
+            run, mx = [], float("-inf")
+            for o in ops:
+                mx = max(mx, o["e"])
+                run.append(mx)
+            self.ops_maxe[th] = run
+
+        # (thread, op name) -> the first call of that op on the thread: the earliest ts, the first in
+        # trace order on a tie (R8)
+        self.first_of_name = {}
+        for th, ops in self.ops_by_thread.items():
+            for o in ops:
+                k = (th, o["name"])
+                if k not in self.first_of_name or (o["ts"], o["idx"]) < (
+                    self.first_of_name[k]["ts"],
+                    self.first_of_name[k]["idx"],
+                ):
+                    self.first_of_name[k] = o
+
+        # lazy initialisation in an op's first call applies only in a trace that records the process's
+        # GPU start-up: a start-up runtime call by name, or a non-blocking runtime call longer than
+        # SLOW_LAUNCH_MIN_US, starting before the trace's first GPU event (any thread; R8). A trace
+        # that begins in steady state sees no first calls.
+        self.records_startup = any(
+            r["s"] < self.first_gpu
+            and (STARTUP_RUNTIME.match(r["name"]) or (r.get("dur", 0) > SLOW_LAUNCH_MIN_US and not self.is_blocking(r)))
+            for r in self.runtime
+        )
+
+    def is_launch(self, r):
+        """A launch call: a runtime call whose name is a kernel launch, memcpy or memset call (R4)."""
+        return any(p.match(r["name"]) for p in LAUNCH_CALL)
+
+    def is_blocking(self, r):
+        """A blocking runtime call: a synchronize or synchronous copy by name, or an async copy call
+        whose copy is pageable (or a DtoH into unpinned memory) (R6)."""
+        n = r["name"]
+        if BLOCKING_SYNC.match(n) or SYNC_MEMCPY.match(n):
+            return True
+        if not ASYNC_MEMCPY.search(n):
+            return False
+        for g in self.launched.get(id(r), ()):  # the copy it issued (R6)
+            k = copy_kind(g)
+            if k and ("Pageable" in k[1:] or (k[0] == "DtoH" and k[2] != "Pinned")):
+                return True
+        return False
+
+    def issues_unpinned_h2d(self, r):
+        """Whether the call issued an HtoD copy from unpinned memory."""
+        return any((k := copy_kind(g)) and k[0] == "HtoD" and k[1] != "Pinned" for g in self.launched.get(id(r), ()))
+
+    def contains_launch(self, op):
+        """A launch call [ts, end) of op's thread is contained when op.ts <= call.ts <= op.end."""
+        starts = self.launch_starts.get(op["thread"], [])
+        i = bisect.bisect_left(starts, op["s"])
+        return i < len(starts) and starts[i] <= op["e"]
+
+    def innermost_op(self, call):
+        """The innermost enclosing cpu_op of call: among the cpu_ops of its thread that contain it
+        (op.ts <= call.ts <= op.end), the one with the latest ts; on a tie, the shortest (R12)."""
+        th, t = call["thread"], call["s"]
+        ops, maxe = self.ops_by_thread.get(th, []), self.ops_maxe.get(th, [])
+        i = bisect.bisect_right(self.ops_s.get(th, []), t) - 1
+        while i >= 0 and maxe[i] >= t:
+            if ops[i]["e"] >= t:
+                return ops[i]
+            i -= 1
+        return None
+
+
 def ledger(path):
     evs, t0, record_end = load_events(path)
     all_wins, all_numbers, kept = windows(path, t0, evs)
@@ -224,62 +344,12 @@ def ledger(path):
     gpu = [e for e in evs if e["cat_"] in GPU_CATS]
     if not gpu:
         return None
-    runtime = [e for e in evs if e["cat_"] in RUNTIME_CATS]
-    rocm = any(r["name"].startswith("hip") for r in runtime)
-    rt_by_corr = {}
-    for r in runtime:
-        rt_by_corr.setdefault(r["args"].get("correlation"), r)
-    first_gpu = min(g["s"] for g in gpu)  # R8: the trace's first GPU event, by start
-
-    # GPU event -> launch call (R3); a launch call is a runtime call linked to a GPU event (R4).
-    launched = defaultdict(list)  # id(runtime) -> its GPU events
-    for g in gpu:
-        g["dev"] = g["args"].get("device", g.get("pid"))
-        g["stream"] = (g["dev"], g["args"].get("stream", g.get("tid")))
-        r = rt_by_corr.get(g["args"].get("correlation"))
-        g["launch"] = r
-        if r is not None:
-            launched[id(r)].append(g)
-
-    def is_launch(r):
-        """A launch call: a runtime call whose name is a kernel launch, memcpy or memset call (R4)."""
-        return any(p.match(r["name"]) for p in LAUNCH_CALL)
-
-    kernel_launch_calls = [r for r in runtime if KERNEL_LAUNCH.match(r["name"])]
-    median_launch = statistics.median(r.get("dur", 0) for r in kernel_launch_calls) if kernel_launch_calls else 0.0
-    slow_launch = max(SLOW_LAUNCH_MIN_US, SLOW_LAUNCH_FACTOR * median_launch)
-
-    def is_blocking_runtime(r):
-        n = r["name"]
-        if BLOCKING_SYNC.match(n) or SYNC_MEMCPY.match(n):
-            return True
-        if not ASYNC_MEMCPY.search(n):
-            return False
-        for g in launched.get(id(r), ()):  # the copy it issued (R6)
-            k = copy_kind(g)
-            if k and ("Pageable" in k[1:] or (k[0] == "DtoH" and k[2] != "Pinned")):
-                return True
-        return False
-
-    def issues_unpinned_h2d(r):
-        return any((k := copy_kind(g)) and k[0] == "HtoD" and k[1] != "Pinned" for g in launched.get(id(r), ()))
-
-    # ---- per thread: launch-call starts, ops, other work (R9, R10)
-    by_thread = defaultdict(list)
-    for e in evs:
-        if e["cat_"] in CPU_CATS:
-            by_thread[e["thread"]].append(e)
-    launch_calls = {
-        th: sorted((e for e in items if e["cat_"] in RUNTIME_CATS and is_launch(e)), key=lambda e: e["s"])
-        for th, items in by_thread.items()
-    }
-    launch_starts = {th: [e["s"] for e in calls] for th, calls in launch_calls.items()}
-
-    def contains_launch(op):
-        """A launch call [ts, end) of op's thread is contained when op.ts <= call.ts <= op.end."""
-        starts = launch_starts.get(op["thread"], [])
-        i = bisect.bisect_left(starts, op["s"])
-        return i < len(starts) and starts[i] <= op["e"]
+    cc = CallClasses(evs, gpu)
+    runtime, rocm, first_gpu = cc.runtime, cc.rocm, cc.first_gpu
+    median_launch, slow_launch = cc.median_launch, cc.slow_launch
+    by_thread, first_of_name, records_startup = cc.by_thread, cc.first_of_name, cc.records_startup
+    is_launch, is_blocking_runtime, issues_unpinned_h2d = cc.is_launch, cc.is_blocking, cc.issues_unpinned_h2d
+    contains_launch, innermost_op = cc.contains_launch, cc.innermost_op
 
     other_work_starts = {}
     for th, items in by_thread.items():
@@ -291,52 +361,6 @@ def ledger(path):
             elif not e["name"].startswith(STEP_PREFIX) and not contains_launch(e):
                 st.append(e["s"])
         other_work_starts[th] = sorted(st)
-
-    # cpu_ops per thread, by (ts, -dur, -trace order), with the running maximum of their ends: walking
-    # back from the last op that starts at or before a call, the first one that contains it has the
-    # latest ts and, on a tie, the shortest duration (R12); on a full tie (same ts and dur, which the
-    # text does not order) the earlier event in the trace
-    ops_by_thread, ops_s, ops_maxe = {}, {}, {}
-    for th, items in by_thread.items():
-        ops = sorted((o for o in items if is_op(o)), key=lambda o: (o["s"], -o.get("dur", 0), -o["idx"]))
-        ops_by_thread[th] = ops
-        ops_s[th] = [o["s"] for o in ops]
-        run, mx = [], float("-inf")
-        for o in ops:
-            mx = max(mx, o["e"])
-            run.append(mx)
-        ops_maxe[th] = run
-
-    def innermost_op(call):
-        """The innermost enclosing cpu_op of call: among the cpu_ops of its thread that contain it
-        (op.ts <= call.ts <= op.end), the one with the latest ts; on a tie, the shortest (R12)."""
-        th, t = call["thread"], call["s"]
-        ops, maxe = ops_by_thread.get(th, []), ops_maxe.get(th, [])
-        i = bisect.bisect_right(ops_s.get(th, []), t) - 1
-        while i >= 0 and maxe[i] >= t:
-            if ops[i]["e"] >= t:
-                return ops[i]
-            i -= 1
-        return None
-
-    # (thread, op name) -> the first call of that op on the thread: the earliest ts, the first in trace
-    # order on a tie (R8)
-    first_of_name = {}
-    for th, ops in ops_by_thread.items():
-        for o in ops:
-            k = (th, o["name"])
-            if k not in first_of_name or (o["ts"], o["idx"]) < (first_of_name[k]["ts"], first_of_name[k]["idx"]):
-                first_of_name[k] = o
-
-    # lazy initialisation in an op's first call applies only in a trace that records the process's GPU
-    # start-up: a start-up runtime call by name, or a non-blocking runtime call longer than
-    # SLOW_LAUNCH_MIN_US, starting before the trace's first GPU event (any thread; R8). A trace that
-    # begins in steady state sees no first calls.
-    records_startup = any(
-        r["s"] < first_gpu
-        and (STARTUP_RUNTIME.match(r["name"]) or (r.get("dur", 0) > SLOW_LAUNCH_MIN_US and not is_blocking_runtime(r)))
-        for r in runtime
-    )
 
     # ---- stream waits: waiting stream and dependent event (R13)
     sync_by_corr = {}

@@ -39,7 +39,6 @@ import json
 import math
 import os
 import re
-import statistics
 import sys
 import time
 import tomllib
@@ -294,21 +293,11 @@ def build(path, cls):
     gpu = [e for e in evs if e["cat_"] in L.GPU_CATS]
     if not gpu:
         return None
-    runtime = [e for e in evs if e["cat_"] in L.RUNTIME_CATS]
-    rocm = any(r["name"].startswith("hip") for r in runtime)
-    rt_by_corr = {}
-    for r in runtime:
-        rt_by_corr.setdefault(r["args"].get("correlation"), r)  # one join: args.correlation (R3)
-    first_gpu = min(g["s"] for g in gpu)
-
-    launched = defaultdict(list)  # id(runtime) -> its GPU events
-    for g in gpu:
-        g["dev"] = g["args"].get("device", g.get("pid"))
-        g["stream"] = (g["dev"], g["args"].get("stream", g.get("tid")))
-        r = rt_by_corr.get(g["args"].get("correlation"))
-        g["launch"] = r
-        if r is not None:
-            launched[id(r)].append(g)
+    cc = L.CallClasses(evs, gpu)  # the ledger's call classes (R3, R4, R6, R8, R12 of "Idle ledger")
+    runtime, rocm, first_gpu, launched, rt_by_corr = cc.runtime, cc.rocm, cc.first_gpu, cc.launched, cc.rt_by_corr
+    by_thread, first_of_name, records_startup = cc.by_thread, cc.first_of_name, cc.records_startup
+    is_launch, is_blocking, issues_unpinned_h2d = cc.is_launch, cc.is_blocking, cc.issues_unpinned_h2d
+    contains_launch, innermost_op, slow_launch = cc.contains_launch, cc.innermost_op, cc.slow_launch
 
     # primary device: the one with the most kernel time (S1); every fixture has only one
     ktime = defaultdict(float)
@@ -317,74 +306,6 @@ def build(path, cls):
     dev = max(sorted(ktime, key=str), key=lambda d: ktime[d])
     dgpu = [g for g in gpu if g["dev"] == dev]
     threads = {g["launch"]["thread"] for g in dgpu if g["launch"] is not None}  # launching threads
-
-    # ---- the ledger's call classes (R4, R6, R8, R12 of "Idle ledger")
-    def is_launch(r):
-        return any(p.match(r["name"]) for p in L.LAUNCH_CALL)
-
-    def is_blocking(r):
-        n = r["name"]
-        if L.BLOCKING_SYNC.match(n) or L.SYNC_MEMCPY.match(n):
-            return True
-        if not L.ASYNC_MEMCPY.search(n):
-            return False
-        for g in launched.get(id(r), ()):
-            k = L.copy_kind(g)
-            if k and ("Pageable" in k[1:] or (k[0] == "DtoH" and k[2] != "Pinned")):
-                return True
-        return False
-
-    def issues_unpinned_h2d(r):
-        return any((k := L.copy_kind(g)) and k[0] == "HtoD" and k[1] != "Pinned" for g in launched.get(id(r), ()))
-
-    by_thread = defaultdict(list)
-    for e in evs:
-        if e["cat_"] in L.CPU_CATS:
-            by_thread[e["thread"]].append(e)
-    launch_starts = {
-        th: sorted(e["s"] for e in items if e["cat_"] in L.RUNTIME_CATS and is_launch(e))
-        for th, items in by_thread.items()
-    }
-
-    def contains_launch(op):
-        starts = launch_starts.get(op["thread"], [])
-        i = bisect.bisect_left(starts, op["s"])
-        return i < len(starts) and starts[i] <= op["e"]
-
-    ops_by_thread, ops_s, ops_maxe = {}, {}, {}
-    for th, items in by_thread.items():
-        ops = sorted((o for o in items if L.is_op(o)), key=lambda o: (o["s"], -o.get("dur", 0), -o["idx"]))
-        ops_by_thread[th] = ops
-        ops_s[th] = [o["s"] for o in ops]
-        run, mx = [], float("-inf")
-        for o in ops:
-            mx = max(mx, o["e"])
-            run.append(mx)
-        ops_maxe[th] = run
-
-    def innermost_op(call):
-        th, t = call["thread"], call["s"]
-        ops, maxe = ops_by_thread.get(th, []), ops_maxe.get(th, [])
-        i = bisect.bisect_right(ops_s.get(th, []), t) - 1
-        while i >= 0 and maxe[i] >= t:
-            if ops[i]["e"] >= t:
-                return ops[i]
-            i -= 1
-        return None
-
-    first_of_name = {}
-    for th, ops in ops_by_thread.items():
-        for o in ops:
-            k = (th, o["name"])
-            if k not in first_of_name or (o["ts"], o["idx"]) < (first_of_name[k]["ts"], first_of_name[k]["idx"]):
-                first_of_name[k] = o
-    records_startup = any(
-        r["s"] < first_gpu
-        and (L.STARTUP_RUNTIME.match(r["name"]) or (r.get("dur", 0) > L.SLOW_LAUNCH_MIN_US and not is_blocking(r)))
-        for r in runtime
-    )
-    kl = [r.get("dur", 0) for r in runtime if L.KERNEL_LAUNCH.match(r["name"])]
-    slow_launch = max(L.SLOW_LAUNCH_MIN_US, L.SLOW_LAUNCH_FACTOR * (statistics.median(kl) if kl else 0.0))
 
     def startup_call(r, blocking):
         """A runtime call the ledger calls start-up work by itself (cause 5, S16)."""
