@@ -1,0 +1,6 @@
+"""Performance models of ops and devices: FLOPs and bytes per op from the recorded shapes
+(:mod:`tracedoc.perf.flops`) and the peak throughput of known GPUs (:mod:`tracedoc.perf.peaks`).
+
+A bottom layer: it imports nothing of tracedoc's above :mod:`tracedoc.errors` and
+:mod:`tracedoc.text`, so the loaders' callers, the signals and the renderers can all use it.
+"""
