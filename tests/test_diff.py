@@ -487,7 +487,7 @@ def test_gzipped_and_key_sorted_reports_are_read_as_reports(tmp_path):
     gz.write_bytes(gzip.compress(json.dumps(r).encode()))
     for p in (sorted_plain, gz):
         side = load_side(p)
-        assert side.kind == "report" and len(side.report["findings"]) == 400
+        assert side.kind == "report" and len(side.report.findings) == 400
 
 
 def test_oversized_report_is_refused_before_parsing(tmp_path, monkeypatch):

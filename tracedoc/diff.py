@@ -56,6 +56,7 @@ from typing import Any
 
 from tracedoc.errors import TracedocError
 from tracedoc.report.comparison import OFFSET_MIN_MS, SCHEMA_VERSION, DiffResult, Row, StepTime
+from tracedoc.report.model import AlsoTrue, Finding, Report, read_report
 
 #: A finding present on both sides is "changed" when its saving moved by more than both
 #: of these (absolute ms per step, and a share of its before value), or its severity moved.
@@ -92,12 +93,13 @@ class Side:
     Attributes:
         path: what was given on the command line.
         kind: ``"trace"``, ``"report"`` or ``"trial"``.
-        report: the report's JSON form (``Report.to_dict()``).
+        report: the side's report (a saved one read with
+            :func:`~tracedoc.report.model.read_report`).
     """
 
     path: str
     kind: str
-    report: dict[str, Any]
+    report: Report
 
 
 def _regular_file(path: Path) -> None:
@@ -134,8 +136,8 @@ def _read_limited(path: Path, limit: int) -> bytes:
     return data
 
 
-def _sniff_report(path: Path) -> dict[str, Any] | None:
-    """The parsed report when ``path`` is a saved report, else None (a trace).
+def _sniff_report(path: Path) -> Report | None:
+    """The read report when ``path`` is a saved report, else None (a trace).
 
     The first :data:`_SNIFF_BYTES` (decompressed) decide when they can: ``"traceEvents"``
     means a trace; ``"schema_version"`` means a report. Otherwise a file of at most
@@ -167,18 +169,18 @@ def _sniff_report(path: Path) -> dict[str, Any] | None:
     except (orjson.JSONDecodeError, DiffInputError):
         return None
     if isinstance(data, dict) and "schema_version" in data and "findings" in data and "traceEvents" not in data:
-        return validate_report(data, path)
+        return _as_report(data, path)
     return None
 
 
-def _parse_report(path: Path, raw: bytes) -> dict[str, Any]:
+def _parse_report(path: Path, raw: bytes) -> Report:
     import orjson
 
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise DiffInputError(path, f"invalid JSON report ({exc})") from None
-    return validate_report(data, path)
+    return _as_report(data, path)
 
 
 def validate_report(data: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -226,14 +228,27 @@ def validate_report(data: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def _read_report(path: Path) -> dict[str, Any]:
+def _as_report(data: Any, path: str | os.PathLike[str]) -> Report:
+    """:func:`validate_report`, then the :class:`Report` it holds.
+
+    Raises:
+        DiffInputError: what either found wrong, naming ``path``.
+    """
+    validate_report(data, path)
+    try:
+        return read_report(data)
+    except TracedocError as exc:
+        raise DiffInputError(path, str(exc)) from None
+
+
+def _read_report(path: Path) -> Report:
     return _parse_report(path, _read_limited(path, MAX_REPORT_BYTES))
 
 
-def _analyze_trace(path: Path) -> dict[str, Any]:
+def _analyze_trace(path: Path) -> Report:
     from tracedoc import pipeline
 
-    return pipeline.analyze(path).to_dict()  # the project's [tool.tracedoc], as `tracedoc analyze`
+    return pipeline.analyze(path)  # the project's [tool.tracedoc], as `tracedoc analyze`
 
 
 def load_side(path: str | os.PathLike[str]) -> Side:
@@ -267,15 +282,18 @@ def load_side(path: str | os.PathLike[str]) -> Side:
     return Side(str(path), "trace", _analyze_trace(p))
 
 
-def _report_dict(report: Any) -> dict[str, Any]:
-    if isinstance(report, dict):
+def _coerce(report: Any, label: str) -> Report:
+    """``report`` as a :class:`Report`: a Report as is; a dict read as a saved report (any
+    schema :func:`~tracedoc.report.model.read_report` reads), named ``label`` in errors.
+
+    Raises:
+        TypeError: neither a Report nor a dict.
+        DiffInputError: a dict that is not a readable report.
+    """
+    if isinstance(report, Report):
         return report
-    if hasattr(report, "to_dict"):
-        d = report.to_dict()
-        ledger = getattr(report, "idle_ledger", None)  # the idle ledger, where the Report has one
-        if ledger is not None and "idle_ledger" not in d:
-            d["idle_ledger"] = ledger
-        return d
+    if isinstance(report, dict):
+        return _as_report(report, label)
     raise TypeError(f"expected a Report or its to_dict() form, got {type(report).__name__}")
 
 
@@ -283,12 +301,16 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def complete_step_times(report: dict[str, Any]) -> list[float]:
+def _signal(report: Report, name: str) -> float | None:
+    return _num(report.signals.get(name))
+
+
+def complete_step_times(report: Report) -> list[float]:
     """Window length (ms) of each complete step of a report: the first ``step_count`` rows
     of ``steps`` (tracedoc drops incomplete steps only at the tail), or every row when the
     trace has no steps."""
-    times = [float(s["step_time_ms"]) for s in report.get("steps") or []]
-    n = report.get("signals", {}).get("step_count")
+    times = [float(s["step_time_ms"]) for s in report.steps]
+    n = report.signals.get("step_count")
     if isinstance(n, int) and not isinstance(n, bool) and 0 < n <= len(times):
         times = times[:n]
     return times
@@ -305,24 +327,22 @@ def change_se_ms(before_steps: list[float], after_steps: list[float]) -> float |
     return (var_b / len(before_steps) + var_a / len(after_steps)) ** 0.5
 
 
-def _part_ms(signals: dict[str, Any], part: str) -> float | None:
-    return _num(signals.get("gpu_busy_ms" if part == "gpu_busy" else f"idle_{part}_ms"))
+def _part_ms(report: Report, part: str) -> float | None:
+    return _signal(report, "gpu_busy_ms" if part == "gpu_busy" else f"idle_{part}_ms")
 
 
-def _ledger_causes(report: dict[str, Any]) -> list[str]:
+def _ledger_causes(report: Report) -> list[str]:
     """The idle-ledger causes a report carries, in its order (every device has the same keys)."""
-    ledger = report.get("idle_ledger")
-    if not isinstance(ledger, dict) or not ledger:
+    if not report.idle_ledger:
         return []
-    first = next(iter(ledger.values()))
-    return [str(k) for k in first] if isinstance(first, dict) else []
+    return [str(k) for k in next(iter(report.idle_ledger.values()))]
 
 
-def step_change_parts(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+def step_change_parts(before: Report, after: Report) -> list[dict[str, Any]]:
     """The change of the mean step split into the primary device's busy time and idle causes.
 
     Args:
-        before, after: two reports' JSON forms.
+        before, after: two reports.
 
     Returns:
         ``[{"name", "before_ms", "after_ms", "change_ms"}]``: ``gpu_busy`` first, then the
@@ -334,25 +354,24 @@ def step_change_parts(before: dict[str, Any], after: dict[str, Any]) -> list[dic
     causes = _ledger_causes(before)
     if not causes or _ledger_causes(after) != causes:
         return []
-    sb, sa = before.get("signals", {}), after.get("signals", {})
     rows = []
     for part in ("gpu_busy", *causes):
-        vb, va = _part_ms(sb, part), _part_ms(sa, part)
+        vb, va = _part_ms(before, part), _part_ms(after, part)
         if vb is None or va is None:
             return []
         rows.append(Row.measured(part, vb, va).to_dict())
     return rows
 
 
-def _claim_ms(signals: dict[str, Any], claim: str) -> float | None:
+def _claim_ms(report: Report, claim: str) -> float | None:
     """Size (ms per step) of one claim pool on a report's signals; None for ``step`` or unknown."""
     if claim.startswith("idle:"):
-        return _num(signals.get(f"idle_{claim[len('idle:') :]}_ms"))
-    comm = _num(signals.get("exposed_comm_kernel_ms"))
+        return _signal(report, f"idle_{claim[len('idle:') :]}_ms")
+    comm = _signal(report, "exposed_comm_kernel_ms")
     if claim == "comm":
         return comm
     if claim == "busy":
-        busy = _num(signals.get("gpu_busy_ms"))
+        busy = _signal(report, "gpu_busy_ms")
         return None if busy is None else max(busy - (comm or 0.0), 0.0)
     return None
 
@@ -371,11 +390,11 @@ def _meets_range(low: float | None, high: float | None, measured: float | None) 
     return lo * (1 - RANGE_WIDENING) <= measured <= high * (1 + RANGE_WIDENING)
 
 
-def _own_slice(finding: dict[str, Any], b: dict[str, Any], a: dict[str, Any], pred: float | None) -> dict[str, Any]:
-    claims = finding.get("claims")
-    claim = claims[0] if isinstance(claims, list) and claims and isinstance(claims[0], str) else None
-    before = _claim_ms(b.get("signals", {}), claim) if claim else None
-    after = _claim_ms(a.get("signals", {}), claim) if claim else None
+def _own_slice(finding: Finding, b: Report, a: Report, pred: float | None) -> dict[str, Any]:
+    """The finding's own slice: its first claim, unless that is the whole ``step``."""
+    claim = finding.claims[0] if finding.claims and finding.claims[0] != "step" else None
+    before = _claim_ms(b, claim) if claim else None
+    after = _claim_ms(a, claim) if claim else None
     fell = None if before is None or after is None else before - after
     return {
         "slice": claim,
@@ -411,32 +430,30 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _side_info(side: Side) -> dict[str, Any]:
-    r = side.report
-    dev = (r.get("trace") or {}).get("device")
+    dev = side.report.trace.get("device")
     return {
         "path": side.path,
         "kind": side.kind,
         "device": dev.get("name") if isinstance(dev, dict) else None,
-        "step_count": r.get("signals", {}).get("step_count"),
+        "step_count": side.report.signals.get("step_count"),
     }
 
 
-def _breakdown(b: dict[str, Any], a: dict[str, Any]) -> list[Row]:
+def _breakdown(b: Report, a: Report) -> list[Row]:
     rows = []
     for cat in BREAKDOWN_CATEGORIES:
         vals = []
         for r in (b, a):
-            s = r.get("signals", {})
-            share, st = _num(s.get(f"{cat}_share")), _num(s.get("step_time_ms"))
+            share, st = _signal(r, f"{cat}_share"), _signal(r, "step_time_ms")
             vals.append(None if share is None or st is None else share * st)
         if vals[0] is not None or vals[1] is not None:
             rows.append(Row.measured(cat, vals[0], vals[1]))
     return rows
 
 
-def _ledger(b: dict[str, Any], a: dict[str, Any]) -> dict[str, list[Row]]:
-    lb, la = b.get("idle_ledger"), a.get("idle_ledger")
-    if not isinstance(lb, dict) or not isinstance(la, dict):
+def _ledger(b: Report, a: Report) -> dict[str, list[Row]]:
+    lb, la = b.idle_ledger, a.idle_ledger
+    if not lb or not la:
         return {}
     out: dict[str, list[Row]] = {}
     for dev in list(lb) + [d for d in la if d not in lb]:
@@ -446,13 +463,12 @@ def _ledger(b: dict[str, Any], a: dict[str, Any]) -> dict[str, list[Row]]:
     return out
 
 
-def _outliers(report: dict[str, Any]) -> list[dict[str, Any]]:
-    steps = report.get("steps") or []
+def _outliers(report: Report) -> list[dict[str, Any]]:
     times = complete_step_times(report)
     if len(times) < 3:
         return []
     med_t = statistics.median(times)
-    rows = steps[: len(times)]
+    rows = report.steps[: len(times)]
     cats = [k for k in rows[0] if k.endswith("_ms") and k != "step_time_ms"]
     med = {k: statistics.median(_num(r.get(k)) or 0.0 for r in rows) for k in cats}
     out = []
@@ -477,8 +493,9 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
     """Predicted saving beside the measured step-time change, per finding of ``before``.
 
     Args:
-        before, after: two reports (:class:`tracedoc.report.model.Report` or their
-            ``to_dict()`` form), e.g. a fix-loop trial's incumbent and candidate.
+        before, after: two reports (:class:`tracedoc.report.model.Report`, or a saved
+            report's dict form, read with :func:`~tracedoc.report.model.read_report`), e.g. a
+            fix-loop trial's incumbent and candidate.
         names: only findings with these rule names or codes (e.g. the finding a trial
             applied); default every finding of ``before``.
 
@@ -504,32 +521,33 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
 
     Raises:
         TypeError: an argument is neither a Report nor a dict.
+        DiffInputError: a dict that is not a readable report.
     """
-    b, a = _report_dict(before), _report_dict(after)
-    sb, sa = _num(b.get("signals", {}).get("step_time_ms")), _num(a.get("signals", {}).get("step_time_ms"))
+    b, a = _coerce(before, "before"), _coerce(after, "after")
+    sb, sa = _signal(b, "step_time_ms"), _signal(a, "step_time_ms")
     measured = None if sb is None or sa is None else sb - sa
     tb, ta = complete_step_times(b), complete_step_times(a)
     measured_med = statistics.median(tb) - statistics.median(ta) if tb and ta else None
     se = change_se_ms(tb, ta)
-    after_by_code = {f["code"]: f for f in a.get("findings", [])}
+    after_by_code = {f.code: f for f in a.findings}
     parts = step_change_parts(b, a)
     wanted = set(names) if names else None
     out = []
-    for f in b.get("findings", []):
-        if wanted is not None and f["code"] not in wanted and f["name"] not in wanted:
+    for f in b.findings:
+        if wanted is not None and f.code not in wanted and f.name not in wanted:
             continue
-        pred = _num(f.get("estimated_saving_ms"))
-        later = after_by_code.get(f["code"])
+        pred = _num(f.estimated_saving_ms)
+        later = after_by_code.get(f.code)
         err = _ratio(None if pred is None or measured is None else pred - measured, measured)
         err_med = _ratio(None if pred is None or measured_med is None else pred - measured_med, measured_med)
         row = {
-            "code": f["code"],
-            "name": f["name"],
-            "severity": f.get("severity"),
+            "code": f.code,
+            "name": f.name,
+            "severity": f.severity.value,
             "status": "persisting" if later is not None else "resolved",
             "predicted_saving_ms": _round(pred),
-            "predicted_slice_ms": _round(_num(f.get("slice_saving_ms"))),
-            "predicted_low_ms": _round(_num(f.get("replayed_low_ms"))),
+            "predicted_slice_ms": _round(_num(f.slice_saving_ms)),
+            "predicted_low_ms": _round(_num(f.replayed_low_ms)),
             "measured_saving_ms": _round(measured),
             "measured_saving_se_ms": _round(se),
             "ratio": _round(_ratio(pred, measured), 4),
@@ -537,8 +555,8 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
             "measured_saving_median_ms": _round(measured_med),
             "ratio_median": _round(_ratio(pred, measured_med), 4),
             "error_median": _round(err_med, 4),
-            "saving_basis": f.get("saving_basis"),
-            "estimated_saving_after_ms": _round(_num(later.get("estimated_saving_ms"))) if later else None,
+            "saving_basis": f.saving_basis,
+            "estimated_saving_after_ms": _round(_num(later.estimated_saving_ms)) if later else None,
         }
         row["meets_range"] = _meets_range(row["predicted_low_ms"], pred, measured_med)
         row.update(_own_slice(f, b, a, pred))
@@ -547,10 +565,28 @@ def predicted_vs_measured(before: Any, after: Any, names: list[str] | None = Non
     return out
 
 
-def _moved(fb: dict[str, Any], fa: dict[str, Any]) -> bool:
-    if fb.get("severity") != fa.get("severity"):
+@dataclass(frozen=True)
+class _Entry:
+    """A rule's line on one side: a ranked finding, or an also-true rule (no severity; its
+    ``why`` stands for the message)."""
+
+    code: str
+    name: str
+    severity: str | None
+    saving_ms: float | None
+    message: str
+
+    @classmethod
+    def of(cls, x: Finding | AlsoTrue) -> _Entry:
+        if isinstance(x, Finding):
+            return cls(x.code, x.name, x.severity.value, _num(x.estimated_saving_ms), x.message)
+        return cls(x.code, x.name, None, _num(x.estimated_saving_ms), x.why)
+
+
+def _moved(fb: _Entry, fa: _Entry) -> bool:
+    if fb.severity != fa.severity:
         return True
-    sb, sa = _num(fb.get("estimated_saving_ms")), _num(fa.get("estimated_saving_ms"))
+    sb, sa = fb.saving_ms, fa.saving_ms
     if (sb is None) != (sa is None):
         return True
     if sb is None or sa is None:
@@ -559,69 +595,56 @@ def _moved(fb: dict[str, Any], fa: dict[str, Any]) -> bool:
     return d > SAVING_CHANGE_ABS_MS and d > SAVING_CHANGE_REL * abs(sb)
 
 
+def _change_row(before: _Entry, after: _Entry) -> dict[str, Any]:
+    return {
+        "code": before.code,
+        "name": before.name,
+        "severity_before": before.severity,
+        "severity_after": after.severity,
+        "saving_before_ms": _round(before.saving_ms),
+        "saving_after_ms": _round(after.saving_ms),
+        "message_after": after.message,
+    }
+
+
 def compare(before: Side, after: Side) -> DiffResult:
     """Compare two loaded sides (see the module docstring for the definitions)."""
     b, a = before.report, after.report
     tb, ta = complete_step_times(b), complete_step_times(a)
     step_time = StepTime.measured(
-        _num(b.get("signals", {}).get("step_time_ms")),
-        _num(a.get("signals", {}).get("step_time_ms")),
+        _signal(b, "step_time_ms"),
+        _signal(a, "step_time_ms"),
         statistics.median(tb) if tb else None,
         statistics.median(ta) if ta else None,
         change_se_ms(tb, ta),
     )
-    ranked_after = {f["code"]: f for f in a.get("findings", [])}
-    fa_by_code = dict(ranked_after)
-    # a rule whose condition still holds but is listed as also true (schema 2) is not resolved
-    for x in a.get("also_true") or []:
-        if isinstance(x, dict) and x.get("code") not in fa_by_code:
-            fa_by_code[x.get("code")] = {**x, "message": x.get("why")}
-    fb_codes = {f["code"] for f in b.get("findings", [])} | {
-        x.get("code") for x in b.get("also_true") or [] if isinstance(x, dict)
-    }
+    ranked_after = {f.code: _Entry.of(f) for f in a.findings}
+    # a rule whose condition still holds but is listed as also true is not resolved
+    later_by_code = {x.code: _Entry.of(x) for x in a.also_true} | ranked_after
+    seen_before = {f.code for f in b.findings} | {x.code for x in b.also_true}
     pvm = {p["code"]: p for p in predicted_vs_measured(b, a)}
     resolved, changed, persisting = [], [], []
-    for f in b.get("findings", []):
-        later = fa_by_code.get(f["code"])
+    for f in b.findings:
+        later = later_by_code.get(f.code)
         if later is None:
-            resolved.append(pvm[f["code"]])
+            resolved.append(pvm[f.code])
             continue
-        row = {
-            "code": f["code"],
-            "name": f["name"],
-            "severity_before": f.get("severity"),
-            "severity_after": later.get("severity"),
-            "saving_before_ms": _round(_num(f.get("estimated_saving_ms"))),
-            "saving_after_ms": _round(_num(later.get("estimated_saving_ms"))),
-            "message_after": later.get("message"),
-        }
-        (changed if _moved(f, later) else persisting).append(row)
-    ranked_before = {f["code"] for f in b.get("findings", [])}
-    for x in b.get("also_true") or []:  # also true before, ranked after: its saving grew
-        later = ranked_after.get(x.get("code")) if isinstance(x, dict) else None
-        if later is None or x.get("code") in ranked_before:
-            continue
-        changed.append(
-            {
-                "code": x["code"],
-                "name": x.get("name"),
-                "severity_before": None,
-                "severity_after": later.get("severity"),
-                "saving_before_ms": _round(_num(x.get("estimated_saving_ms"))),
-                "saving_after_ms": _round(_num(later.get("estimated_saving_ms"))),
-                "message_after": later.get("message"),
-            }
-        )
+        (changed if _moved(_Entry.of(f), later) else persisting).append(_change_row(_Entry.of(f), later))
+    ranked_before = {f.code for f in b.findings}
+    for x in b.also_true:  # also true before, ranked after: its saving grew
+        later = ranked_after.get(x.code)
+        if later is not None and x.code not in ranked_before:
+            changed.append(_change_row(_Entry.of(x), later))
     new = [
         {
-            "code": f["code"],
-            "name": f["name"],
-            "severity": f.get("severity"),
-            "estimated_saving_ms": _round(_num(f.get("estimated_saving_ms"))),
-            "message": f.get("message"),
+            "code": f.code,
+            "name": f.name,
+            "severity": f.severity.value,
+            "estimated_saving_ms": _round(_num(f.estimated_saving_ms)),
+            "message": f.message,
         }
-        for f in a.get("findings", [])
-        if f["code"] not in fb_codes
+        for f in a.findings
+        if f.code not in seen_before
     ]
     return DiffResult(
         before=_side_info(before),
@@ -648,10 +671,14 @@ def diff(before: str | os.PathLike[str], after: str | os.PathLike[str]) -> DiffR
 
 
 def compare_reports(before: Any, after: Any) -> DiffResult:
-    """:func:`compare` for two in-memory reports (``Report`` objects or dicts)."""
+    """:func:`compare` for two in-memory reports (``Report`` objects, or saved reports' dicts).
+
+    Raises:
+        TypeError: an argument is neither a Report nor a dict.
+        DiffInputError: a dict that is not a readable report.
+    """
     return compare(
-        Side("before", "report", validate_report(_report_dict(before), "before")),
-        Side("after", "report", validate_report(_report_dict(after), "after")),
+        Side("before", "report", _coerce(before, "before")), Side("after", "report", _coerce(after, "after"))
     )
 
 

@@ -59,7 +59,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tracedoc._version import __version__
-from tracedoc.errors import TracedocError, one_line
+from tracedoc.errors import DocumentError, TracedocError, one_line
 from tracedoc.report.header import check_header
 
 if TYPE_CHECKING:  # annotations only
@@ -463,6 +463,40 @@ class Report:
             raise TracedocError(f"not a tracedoc report: missing {one_line(repr(exc.args[0])[:60])}") from None
         except (TypeError, ValueError, AttributeError) as exc:
             raise TracedocError(f"not a tracedoc report: {one_line(str(exc))[:200]}") from None
+
+
+#: The report schema versions :func:`read_report` reads (1: before ``also_true``).
+READABLE_VERSIONS = (1, 2)
+
+
+def read_report(d: Any) -> Report:
+    """A saved report of any schema version this tracedoc reads (:data:`READABLE_VERSIONS`).
+
+    Version 1 is read as version 2: its ``below_floor`` entries (``{"code", "name",
+    "estimated_saving_ms"}``: rules whose condition held but whose saving was under the floor)
+    become :class:`AlsoTrue` entries with ``overlaps="below floor"``, which is what version 2
+    writes for them; nothing else changed between the two.
+
+    Raises:
+        tracedoc.errors.DocumentError: not a report, or a version other than 1 or 2.
+        tracedoc.errors.TracedocError: a section missing or of the wrong shape.
+    """
+    if isinstance(d, dict) and d.get("schema_version") == 1 and type(d.get("schema_version")) is int:
+        below = d.get("below_floor") or []
+        if not isinstance(below, list) or not all(isinstance(b, dict) for b in below):
+            raise DocumentError("not a tracedoc report: below_floor is not a list of objects")
+        also = [
+            {
+                "code": b.get("code"),
+                "name": b.get("name"),
+                "overlaps": "below floor",
+                "why": "its saving was under the floor (a schema 1 report)",
+                "estimated_saving_ms": b.get("estimated_saving_ms"),
+            }
+            for b in below
+        ]
+        d = {k: v for k, v in d.items() if k != "below_floor"} | {"schema_version": SCHEMA_VERSION, "also_true": also}
+    return Report.from_dict(d)
 
 
 def _kernels_from(k: Any) -> dict[str, list[dict[str, Any]]] | None:
