@@ -64,6 +64,7 @@ def test_unreachable_scheduler_is_one_line_exit_2(rank_dir, monkeypatch):
     r = runner.invoke(app, ["analyze", str(d), "--scheduler", "tcp://127.0.0.1:9", "--no-cache"])
     assert r.exit_code == 2
     assert r.stderr.strip().count("\n") == 0 and "Dask scheduler" in r.stderr
+    assert "cannot reach the Dask scheduler tcp://127.0.0.1:9 (no answer: " in r.stderr
 
 
 def test_existing_cluster_by_address(tmp_path):

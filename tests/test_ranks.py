@@ -187,6 +187,10 @@ def test_empty_directory_and_duplicate_ranks(tmp_path):
     # two traces claiming rank 1 are not the ranks of one job: one report each ...
     r = runner.invoke(app, ["analyze", str(tmp_path), "-f", "json", "--exit-zero"])
     assert r.exit_code == 0 and json.loads(r.stdout)["kind"] == "multi-trace"
+    # ... and said (issue 21): the note names the rank and each file claiming it
+    (note,) = json.loads(r.stdout)["notes"]
+    assert "rank 1 in 2 traces (a.json: distributedInfo, rank-1.json: file name)" in note
+    assert "warning: duplicate ranks" in r.stderr
     # ... and, forced into rank mode, an error
     r = runner.invoke(app, ["analyze", str(tmp_path), "--ranks"])
     assert r.exit_code == 2 and "rank 1 again" in r.stderr

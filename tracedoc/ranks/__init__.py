@@ -4,6 +4,8 @@ Modules, in the order the work flows:
 
 * :mod:`~tracedoc.ranks.discover`: inputs (files, globs, folders, fsspec URLs) to trace
   files, with what was skipped and why; a trace's rank from its file name.
+* :mod:`~tracedoc.ranks.scheduler`: a ``--scheduler`` address checked to be a Dask scheduler,
+  within the timeout, before Dask is handed it.
 * :mod:`~tracedoc.ranks.job`: the per-trace job run in a worker: load, analyze, extract
   collective timings; a compact :class:`RankResult` comes back, never frames.
 * :mod:`~tracedoc.ranks.executors`: the local process pool (default) and Dask
@@ -21,7 +23,12 @@ A trace's rank is ``distributedInfo.rank`` when the trace carries it, else the n
 its file name (``rank-3.….pt.trace.json.gz``, ``…_rank_3…``, ``rank3…``), else unknown.
 Traces are treated as the ranks of one job when each has a rank, the ranks are distinct
 and every ``distributedInfo.world_size`` agrees and exceeds them (or with ``--ranks``);
-otherwise each trace gets its own report.
+otherwise each trace gets its own report. Ranks that several traces claim are never taken in
+silence: a note names each and its files (under ``--ranks``, an error does).
+
+A worker process that dies (the OOM killer, a crash) loses no finished rank: the process
+pool retries each trace it lost once, alone in a fresh process, and lists one whose retry
+dies too as failed; on Dask, a trace whose workers all died is failed and the rest kept.
 
 The summary compares the ranks:
 
@@ -45,10 +52,11 @@ JSON form (``schema_version`` 2, the single-trace report's; additive changes kee
                  "straggler": rank_label | null,
                  "collectives": <see summary.compare_collectives> | null},
      "failed": [{"path", "error"}], "skipped": [{"path", "reason"}],
-     "followed_symlinks": [path], "run": {"executor", "workers" | "scheduler", "seconds"}}
+     "followed_symlinks": [path], "notes": [str] (only when there are any),
+     "run": {"executor", "workers" | "scheduler", "seconds"}}
 
 Unrelated traces: ``{"schema_version": 2, "kind": "multi-trace", "tool", "inputs",
-"traces": [{"path", "report"}], "failed", "skipped", "followed_symlinks", "run"}``.
+"traces": [{"path", "report"}], "failed", "skipped", "followed_symlinks", "notes", "run"}``.
 """
 
 from tracedoc.ranks.discover import TRACE_SUFFIXES, find_traces, rank_from_filename

@@ -46,7 +46,7 @@ def analyze_many(
     progress: Callable[[str], None] | None,
 ) -> MultiRankReport | MultiTraceReport:
     """Run :func:`tracedoc.ranks.executors.analyze_inputs` and warn on stderr (one line each)
-    about failed traces, skipped entries and followed symlinks.
+    about failed traces, skipped entries, followed symlinks and the report's notes.
 
     ``settings`` (selectors, strictness, floors, the size limit) and ``rules`` (parsed, with the
     ``[tool.tracedoc]`` threshold overrides applied) reach every rank's analysis, as they reach
@@ -79,6 +79,8 @@ def analyze_many(
         err.print(f"tracedoc: warning: skipped {len(report.skipped)}: {escape(describe_skipped(report.skipped, 5))}")
     for p in report.followed:
         err.print(f"tracedoc: warning: followed symlink outside the folder: {escape(p)}")
+    for note in report.notes:  # retried traces, duplicate ranks
+        err.print(f"tracedoc: warning: {escape(note)}")
     return report
 
 

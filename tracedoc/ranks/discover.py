@@ -11,6 +11,11 @@ one level deep; what is not taken as a trace is *said*, never silently dropped:
   the suffix match is case-sensitive, as it always was, and now reported);
 * a symbolic link whose target lies outside the folder, unless ``follow_symlinks``
   (then it is taken and the report says it was followed).
+
+A glob's matches follow the same rules, each in the folder it lies in (hidden names aside:
+a glob matches them only when its pattern names them), so ``'traces/*'`` skips the FIFO
+that ``traces/`` skips (issue 21). A file named again, under the same or another name (a
+symlink, a hard link, ``./a.json``), is read once; another name of it is skipped, and said.
 """
 
 from __future__ import annotations
@@ -75,6 +80,49 @@ def _file_kind(mode: int) -> str | None:
     return None
 
 
+def _why_not_taken(p: str, name: str, root: str, follow_symlinks: bool) -> tuple[str | None, bool]:
+    """Why the entry ``p`` (file name ``name``) of the folder ``root`` (a real path) is not
+    taken as a trace: ``(reason, False)``; ``(None, followed)`` when it is taken, ``followed``
+    telling whether it is a symlink to outside ``root`` taken because of ``follow_symlinks``.
+
+    One rule for a folder's entries and a glob's matches (hidden entries aside: a folder
+    skips them, a glob matches them only when its pattern names them): special files
+    (reading a FIFO blocks until a writer comes), subfolders, names without a trace suffix,
+    symlinks leaving the folder unless followed."""
+    followed = False
+    if os.path.islink(p):
+        target = os.path.realpath(p)
+        if os.path.commonpath([root, target]) != root:
+            if not follow_symlinks:
+                return "symlink to a path outside the folder (use --follow-symlinks)", False
+            followed = True
+    try:
+        mode = os.stat(p).st_mode  # follows the link: the kind of what would be read
+    except OSError as exc:
+        return f"cannot stat ({exc.strerror or exc})", False
+    if stat.S_ISDIR(mode):
+        return "subfolder (folders are read one level deep)", False
+    kind = _file_kind(mode)
+    if kind:
+        return kind, False
+    if not is_trace_name(name):
+        if name.lower().endswith(TRACE_SUFFIXES):
+            return "upper-case suffix (only .json, .json.gz, .gz are read)", False
+        return "not a trace file name (*.json, *.json.gz, *.gz)", False
+    return None, followed
+
+
+def _take(p: str, name: str, root: str, out: Discovery, follow_symlinks: bool) -> None:
+    """Add ``p`` to ``out.files``, or to ``out.skipped`` with its reason (:func:`_why_not_taken`)."""
+    why, followed = _why_not_taken(p, name, root, follow_symlinks)
+    if why:
+        out.skipped.append((p, why))
+        return
+    if followed:
+        out.followed.append(p)
+    out.files.append(p)
+
+
 def _scan_local_folder(d: Path, out: Discovery, follow_symlinks: bool) -> None:
     root = os.path.realpath(d)
     try:
@@ -85,37 +133,21 @@ def _scan_local_folder(d: Path, out: Discovery, follow_symlinks: bool) -> None:
         p = os.path.join(str(d), e.name)
         if e.name.startswith("."):
             out.skipped.append((p, "hidden"))
-            continue
-        if e.is_symlink():
-            target = os.path.realpath(p)
-            inside = os.path.commonpath([root, target]) == root
-            if not inside and not follow_symlinks:
-                out.skipped.append((p, "symlink to a path outside the folder (use --follow-symlinks)"))
-                continue
-            if not inside:
-                out.followed.append(p)
-        try:
-            mode = os.stat(p).st_mode  # follows the link: the kind of what would be read
-        except OSError as exc:
-            out.skipped.append((p, f"cannot stat ({exc.strerror or exc})"))
-            continue
-        if stat.S_ISDIR(mode):
-            out.skipped.append((p, "subfolder (folders are read one level deep)"))
-            continue
-        kind = _file_kind(mode)
-        if kind:
-            out.skipped.append((p, kind))
-            continue
-        if not is_trace_name(e.name):
-            low = e.name.lower()
-            why = (
-                "upper-case suffix (only .json, .json.gz, .gz are read)"
-                if low.endswith(TRACE_SUFFIXES)
-                else "not a trace file name (*.json, *.json.gz, *.gz)"
-            )
-            out.skipped.append((p, why))
-            continue
-        out.files.append(p)
+        else:
+            _take(p, e.name, root, out, follow_symlinks)
+
+
+def _scan_glob(pattern: str, out: Discovery, follow_symlinks: bool) -> None:
+    """A glob's matches, each taken or skipped as a folder's entry is (:func:`_why_not_taken`),
+    its folder being the one it lies in; a matched folder is skipped, not read."""
+    matches = sorted(glob.glob(pattern))
+    if not matches:
+        raise TraceLoadError(pattern, "no file matches this pattern")
+    for m in matches:
+        if os.path.isdir(m):
+            out.skipped.append((m, "subfolder matched by the pattern (name the folder itself)"))
+        else:
+            _take(m, os.path.basename(m), os.path.realpath(os.path.dirname(m) or "."), out, follow_symlinks)
 
 
 def _scan_remote(url: str, out: Discovery) -> None:
@@ -154,14 +186,7 @@ def discover(inputs: list[str], follow_symlinks: bool = False) -> Discovery:
             _scan_remote(s, out)
             continue
         if _GLOB_CHARS.search(s) and not os.path.lexists(s):
-            matches = sorted(glob.glob(s))
-            if not matches:
-                raise TraceLoadError(s, "no file matches this pattern")
-            for m in matches:
-                if os.path.isdir(m):
-                    out.skipped.append((m, "subfolder matched by the pattern (name the folder itself)"))
-                else:
-                    out.files.append(m)
+            _scan_glob(s, out, follow_symlinks)
             continue
         p = Path(s)
         if p.is_dir():
@@ -171,18 +196,48 @@ def discover(inputs: list[str], follow_symlinks: bool = False) -> Discovery:
             out.files.append(s)  # named explicitly: taken as given (the loader reads FIFOs once)
         else:
             raise TraceLoadError(s, "no such file or directory")
-    seen: set[str] = set()
-    unique = []
-    for f in out.files:
-        if f not in seen:
-            seen.add(f)
-            unique.append(f)
-    out.files = unique
+    _drop_repeats(out)
     if not out.files:
         where = ", ".join(map(str, inputs))
         extra = f"; skipped {len(out.skipped)}: " + describe_skipped(out.skipped) if out.skipped else ""
         raise TraceLoadError(where, "no trace files (*.json, *.json.gz)" + extra)
     return out
+
+
+def _identity(path: str) -> tuple | str:
+    """What makes two names one file: device and inode for a local path (a symlink, a hard link,
+    ``./a.json`` and ``a.json`` alike), else the name itself (URLs, ``-``, a path stat fails on)."""
+    if path == "-" or has_protocol(path):
+        return path
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path
+    return (st.st_dev, st.st_ino)
+
+
+def _drop_repeats(out: Discovery) -> None:
+    """Keep one name of each file in ``out.files``: the first, unless it is a symlink and a later
+    one is not (the file's own name may carry its rank). The other names of the same file
+    (:func:`_identity`) are skipped, and said: read twice it would be two traces of one rank
+    (and a FIFO read twice waits forever for a second writer)."""
+    first: dict[tuple | str, int] = {}
+    unique: list[str] = []
+    for f in out.files:
+        key = _identity(f)
+        if key not in first:
+            first[key] = len(unique)
+            unique.append(f)
+            continue
+        kept = unique[first[key]]
+        if f == kept:
+            continue
+        if os.path.islink(kept) and not os.path.islink(f):  # the file's own name, not an alias
+            unique[first[key]], f, kept = f, kept, f
+        out.skipped.append((f, f"the same file as {kept}"))
+        if f in out.followed:  # not read: not followed
+            out.followed.remove(f)
+    out.files = unique
 
 
 def describe_skipped(skipped: list[tuple[str, str]], limit: int = 3) -> str:

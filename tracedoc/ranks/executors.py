@@ -17,21 +17,112 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from tracedoc import hostfacts
-from tracedoc.errors import TracedocError, TraceLoadError
+from tracedoc.errors import TraceLoadError, display_path
 from tracedoc.ranks.discover import Discovery, discover
 from tracedoc.ranks.job import RankResult, analyze_one
+from tracedoc.ranks.scheduler import SchedulerError, check_scheduler
 from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport, RankEntry, summarize
 
 if TYPE_CHECKING:
     from tracedoc.settings import Settings
 
 
-class SchedulerError(TracedocError):
-    """The Dask scheduler cannot be used (extra not installed, address unreachable)."""
-
-
 def _sort_key(r: RankResult) -> tuple:
     return (r.rank is None, r.rank if r.rank is not None else 0, r.path)
+
+
+def _died(exitcode: int | None) -> str:
+    """How a worker process ended, from its exit code (negative: the signal that killed it)."""
+    import signal
+
+    if exitcode is None:
+        return "it did not end"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"killed by {name}" + (", the OOM killer's signal" if name == "SIGKILL" else "")
+    return f"exit status {exitcode}"
+
+
+def lost_result(path: str, exitcode: int | None) -> RankResult:
+    """The failed result of a trace lost with the pool whose retry, alone in its own process,
+    died too: ``exitcode`` is the retry's (``multiprocessing.Process.exitcode``)."""
+    return RankResult(
+        path=path,
+        error=f"{path}: its worker process died when retried alone ({_died(exitcode)}), after a worker "
+        "process of the pool died; out of memory? fewer --jobs leave each rank more",
+        retried=True,
+    )
+
+
+def _pool_round(job: Callable, files: list[str], kwargs: dict, jobs: int, results: list, tick: Callable) -> list[int]:
+    """Run ``job`` on every file in a pool of ``jobs`` processes; put each result in
+    ``results`` (same index) and return the indices lost when a worker died abruptly (the pool
+    breaks then, and every job not finished is lost with it: not only the one that killed it)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    lost: list[int] = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = []
+        for f in files:
+            try:
+                futures.append(pool.submit(job, f, decode_workers=1, **kwargs))
+            except BrokenProcessPool:  # it broke while the jobs were still being handed out
+                break
+        lost.extend(range(len(futures), len(files)))
+        for i, fut in enumerate(futures):
+            try:
+                results[i] = fut.result()
+            except BrokenProcessPool:
+                lost.append(i)
+                continue
+            tick()
+    return sorted(lost)
+
+
+def _run_alone(job: Callable, path: str, kwargs: dict, conn) -> None:
+    """The body of a retry's own process: ``job``'s result sent back through ``conn``."""
+    try:
+        conn.send(job(path, decode_workers=1, **kwargs))
+    finally:
+        conn.close()
+
+
+def _retry_alone(
+    job: Callable, files: list[str], lost: list[int], kwargs: dict, jobs: int, results: list, tick: Callable
+) -> None:
+    """Retry each lost file once, each in a fresh process of its own, ``jobs`` at a time: a
+    trace that kills its worker again takes no other with it. A retry that dies too gives the
+    trace's failed result (:func:`lost_result`, with how the process ended)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context()  # the pool's own start method
+    for at in range(0, len(lost), jobs):
+        batch = []
+        try:
+            for i in lost[at : at + jobs]:
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_run_alone, args=(job, files[i], kwargs, send))
+                proc.start()
+                send.close()  # the child's end: the parent's copy would hide the child's death
+                batch.append((i, proc, recv))
+            for i, proc, recv in batch:
+                try:
+                    r = recv.recv()
+                except (EOFError, OSError):  # the process died before sending its result
+                    r = None
+                proc.join()
+                results[i] = r if r is not None else lost_result(files[i], proc.exitcode)
+                results[i].retried = True
+                tick()
+        finally:
+            for _, proc, recv in batch:
+                recv.close()
+                if proc.is_alive():  # interrupted: leave no process behind
+                    proc.kill()
+                    proc.join()
 
 
 def run_pool(
@@ -39,24 +130,35 @@ def run_pool(
 ) -> list[RankResult]:
     """Run :func:`analyze_one` on every file in ``jobs`` local processes (1: in this one).
 
+    A worker process that dies abruptly (the kernel's OOM killer, any other signal, a crash in
+    native code) breaks the whole pool, and every trace not finished by then is lost with it.
+    The finished ones are kept; each lost one is retried once in a fresh process of its own
+    (``jobs`` at a time), marked ``retried``, and listed as failed if that process dies too.
+
     Returns the results in ``files`` order."""
     from tracedoc.text import plural
 
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress:
+            progress(f"analyzed {done[0]}/{plural(len(files), 'trace')}")
+
     if jobs <= 1:
         out = []
-        for i, f in enumerate(files):
+        for f in files:
             out.append(analyze_one(f, **kwargs))
-            if progress:
-                progress(f"analyzed {i + 1}/{plural(len(files), 'trace')}")
+            tick()
         return out
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(analyze_one, f, decode_workers=1, **kwargs) for f in files]
-        out = []
-        for i, fut in enumerate(futures):
-            out.append(fut.result())
-            if progress:
-                progress(f"analyzed {i + 1}/{plural(len(files), 'trace')}")
-        return out
+    job = analyze_one  # looked up now: the retries run the same function as the pool
+    results: list = [None] * len(files)
+    lost = _pool_round(job, files, kwargs, jobs, results, tick)
+    if lost:
+        if progress:
+            progress(f"a worker process died: retrying {plural(len(lost), 'trace')}, each in a process of its own")
+        _retry_alone(job, files, lost, kwargs, jobs, results, tick)
+    return results
 
 
 def _start_local_cluster(n_workers: int):
@@ -95,6 +197,60 @@ def _start_local_cluster(n_workers: int):
         )
 
 
+def _gather(client, futures: list, files: list[str]) -> list[RankResult | None]:
+    """The results of ``futures`` (one per file), in ``files`` order; None for a task Dask
+    cancelled (its input, the scattered rules, was lost with the workers that held it).
+
+    A trace whose task Dask gave up on because the workers running it died (``KilledWorker``:
+    Dask runs a task again on another worker, up to ``distributed.scheduler.allowed-failures``
+    times, 3 by default) gets a failed result and the other ranks are kept, as in the process
+    pool (:func:`run_pool`). Any other error of a task is raised as it is."""
+    from distributed import KilledWorker
+
+    done = iter(client.gather(futures, errors="skip"))
+    out: list[RankResult | None] = []
+    for path, fut in zip(files, futures, strict=True):
+        if fut.status == "finished":
+            out.append(next(done))
+        elif fut.status == "cancelled":
+            out.append(None)
+        elif isinstance(fut.exception(), KilledWorker):
+            out.append(
+                RankResult(
+                    path=path,
+                    error=f"{path}: every Dask worker that ran it died (Dask's allowed-failures spent); "
+                    "out of memory? fewer workers per machine leave each rank more",
+                )
+            )
+        else:
+            fut.result()  # raises the task's own error
+    return out
+
+
+def _dask_map(client, files: list[str], kwargs: dict) -> list:
+    """Submit :func:`analyze_one` for ``files``; the rules are scattered to every worker once
+    for all of them, not sent with each task."""
+    kw = dict(kwargs)
+    if kw.get("rules") is not None:
+        kw["rules"] = client.scatter(kw["rules"], broadcast=True)
+    return client.map(analyze_one, files, decode_workers=1, pure=False, **kw)
+
+
+def _dask_run(client, files: list[str], kwargs: dict) -> list[RankResult]:
+    """Run every file on ``client``'s cluster. Tasks cancelled because workers died with the
+    scattered rules (every copy of them lost) are submitted once more, with the rules
+    scattered again, and marked ``retried``; lost a second time, they are failed."""
+    out = _gather(client, _dask_map(client, files, kwargs), files)
+    lost = [i for i, r in enumerate(out) if r is None]
+    if lost:
+        names = [files[i] for i in lost]
+        for i, r in zip(lost, _gather(client, _dask_map(client, names, kwargs), names), strict=True):
+            why = "lost twice with Dask workers that died (out of memory?)"
+            out[i] = r if r is not None else RankResult(path=files[i], error=f"{files[i]}: {why}")
+            out[i].retried = True
+    return out  # type: ignore[return-value]  (no None left)
+
+
 def run_dask(
     files: list[str],
     kwargs: dict,
@@ -116,8 +272,13 @@ def run_dask(
     Each worker opens its own file (a path every worker can read: shared storage or an
     fsspec URL); only the compact results travel back.
 
+    A scheduler address is checked first (:func:`tracedoc.ranks.scheduler.check_scheduler`),
+    within ``timeout``: a peer that is not a Dask scheduler, or that never answers, is an error
+    before Dask reads from it (Dask's handshake has no deadline of its own).
+
     Raises:
-        SchedulerError: ``distributed`` is not installed, or the scheduler cannot be reached.
+        SchedulerError: ``distributed`` is not installed, or the scheduler cannot be reached,
+            is not a Dask scheduler or does not answer within ``timeout``.
     """
     try:
         from distributed import Client
@@ -134,19 +295,19 @@ def run_dask(
             cluster = _start_local_cluster(workers or min(hostfacts.cpu_cores(), max(1, len(files))))
             client = Client(cluster)
         else:
+            from dask.utils import parse_timedelta
+
+            check_scheduler(scheduler, parse_timedelta(timeout or "10s", default="seconds"))
             client = Client(scheduler, timeout=timeout or "10s")
-    except (OSError, TimeoutError, ValueError) as exc:
+    except (OSError, TimeoutError, ValueError, MemoryError) as exc:
         if cluster is not None:
             cluster.close()
-        raise SchedulerError(f"cannot reach the Dask scheduler {scheduler} ({exc})") from None
+        why = "not a Dask scheduler: it sent an impossible message length" if isinstance(exc, MemoryError) else exc
+        raise SchedulerError(f"cannot reach the Dask scheduler {display_path(scheduler)} ({why})") from None
     try:
         if progress:
             progress(f"analyzing {plural(len(files), 'trace')} on Dask ({scheduler})")
-        kw = dict(kwargs)
-        if kw.get("rules") is not None:
-            kw["rules"] = client.scatter(kw["rules"], broadcast=True)  # sent once, not per task
-        futures = client.map(analyze_one, files, decode_workers=1, pure=False, **kw)
-        out = client.gather(futures)
+        out = _dask_run(client, files, kwargs)
     finally:
         client.close()
         if cluster is not None:
@@ -214,20 +375,71 @@ def _split_failures(results: list[RankResult], strict: bool) -> tuple[list[RankR
     return ok, failed
 
 
-def _check_one_trace_per_rank(results: list[RankResult]) -> None:
-    """Raise TraceLoadError at the first trace whose rank an earlier one already has."""
-    seen: dict[int, str] = {}
+def duplicate_ranks(results: list[RankResult]) -> dict[int, list[RankResult]]:
+    """The ranks that more than one of ``results`` claims, in rank order, each with its
+    results in input order (results without a rank are never duplicates)."""
+    by_rank: dict[int, list[RankResult]] = {}
     for r in results:
         if r.rank is not None:
-            if r.rank in seen:
-                raise TraceLoadError(
-                    r.path, f"rank {r.rank} again (also in {Path(seen[r.rank]).name}); one trace per rank expected"
-                )
-            seen[r.rank] = r.path
+            by_rank.setdefault(r.rank, []).append(r)
+    return {k: v for k, v in sorted(by_rank.items()) if len(v) > 1}
+
+
+def describe_duplicates(dups: dict[int, list[RankResult]], limit: int = 5) -> str:
+    """One line naming each duplicated rank (up to ``limit``, then how many more) and the files
+    that claim it, with where each took its rank from: ``rank 1 in 2 traces (a.json:
+    distributedInfo, rank-1.json: file name)``."""
+
+    parts = []
+    for rank, rs in list(dups.items())[:limit]:
+        names = [f"{display_path(Path(r.path).name)}: {r.rank_source}" for r in rs[:4]]
+        more = f", +{len(rs) - 4} more" if len(rs) > 4 else ""
+        parts.append(f"rank {rank} in {len(rs)} traces ({', '.join(names)}{more})")
+    if len(dups) > limit:
+        parts.append(f"+{len(dups) - limit} more duplicated ranks")
+    return "; ".join(parts)
+
+
+def _check_one_trace_per_rank(results: list[RankResult]) -> None:
+    """Raise TraceLoadError when two traces claim one rank, at the second trace of the first
+    such rank, naming every duplicated rank and its files."""
+    dups = duplicate_ranks(results)
+    if dups:
+        rank = next(iter(dups))
+        rs = dups.pop(rank)
+        others = ", ".join(Path(r.path).name for r in rs if r is not rs[1])
+        also = f"; also {describe_duplicates(dups)}" if dups else ""
+        raise TraceLoadError(rs[1].path, f"rank {rank} again (also in {others}); one trace per rank expected{also}")
+
+
+def _notes(results: list[RankResult], ok: list[RankResult], ranks: bool | None) -> list[str]:
+    """The notes of a many-trace report: the traces analyzed again after a worker process died,
+    and (rank mode decided from the traces, ``ranks`` None) the ranks several traces claim."""
+    from tracedoc.text import plural
+
+    notes = []
+    retried = [Path(r.path).name for r in results if r.retried and not r.error]
+    if retried:
+        shown = ", ".join(retried[:5]) + (f", +{len(retried) - 5} more" if len(retried) > 5 else "")
+        notes.append(
+            f"a worker process died: {plural(len(retried), 'trace')} analyzed again, each in a process of its "
+            f"own ({shown})"
+        )
+    dups = duplicate_ranks(ok)
+    if dups and ranks is None:
+        notes.append(
+            f"duplicate ranks, so not the ranks of one job (one report per trace): {describe_duplicates(dups)}"
+        )
+    return notes
 
 
 def _rank_report(
-    inputs: list[str], ok: list[RankResult], failed: list[RankResult], found: Discovery, run: dict
+    inputs: list[str],
+    ok: list[RankResult],
+    failed: list[RankResult],
+    found: Discovery,
+    run: dict,
+    notes: list[str],
 ) -> MultiRankReport:
     """The report of ``ok`` as the ranks of one job: checks there is one trace per rank,
     sorts ``ok`` in place into rank order and adds the cross-rank :func:`summarize`."""
@@ -241,6 +453,7 @@ def _rank_report(
         skipped=found.skipped,
         followed=found.followed,
         run=run,
+        notes=notes,
     )
 
 
@@ -277,7 +490,12 @@ def analyze_inputs(
 
     Raises:
         TraceLoadError: nothing to analyze, every trace failed, a failure under ``strict``,
-            or (rank mode) two traces of the same rank.
+            or (``ranks=True``) two traces of the same rank, naming every duplicated rank.
+
+    With ``ranks`` None, traces that claim the same rank are not the ranks of one job: each
+    gets its own report and a note names the duplicated ranks and their files. A trace
+    whose worker process died is retried once (:func:`run_pool`); a note names those that
+    were analyzed on the retry.
         RuleError: a bad selector or rule file (before any worker starts).
         ConfigError: a threshold override that names no rule or does not fit its condition.
         SchedulerError: the Dask scheduler cannot be used.
@@ -291,6 +509,7 @@ def analyze_inputs(
     results, run = _execute(files, kwargs, jobs, scheduler, progress, settings.env.dask_timeout)
     ok, failed = _split_failures(results, settings.strict)
     rank_mode = _decide_rank_mode(ok) if ranks is None else ranks
+    notes = _notes(results, ok, ranks)
     if not rank_mode:
         return MultiTraceReport(
             inputs=[str(i) for i in inputs],
@@ -299,8 +518,9 @@ def analyze_inputs(
             skipped=found.skipped,
             followed=found.followed,
             run=run,
+            notes=notes,
         )
-    return _rank_report(inputs, ok, failed, found, run)
+    return _rank_report(inputs, ok, failed, found, run, notes)
 
 
 def analyze_directory(

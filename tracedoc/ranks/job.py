@@ -132,6 +132,8 @@ class RankResult:
         error: ``"<path>: <problem>"``, one line, when the trace could not be analyzed.
         seconds: wall time of the job in the worker (a timing: not part of the JSON summary).
         cpu_seconds: CPU time of the job's thread in the worker (``time.thread_time``).
+        retried: the job ran a second time, in a process of its own, after the worker process
+            running it (or the pool's) died (:func:`tracedoc.ranks.executors.run_pool`).
     """
 
     path: str
@@ -143,6 +145,7 @@ class RankResult:
     error: str | None = None
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    retried: bool = False
 
     @property
     def label(self) -> str:

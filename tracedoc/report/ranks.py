@@ -24,10 +24,11 @@ additive changes keep the version)::
                  "collectives": <tracedoc.ranks.summary.compare_collectives> | null,
                  "straggler": rank_label | null},
      "failed": [{"path", "error"}], "skipped": [{"path", "reason"}],
-     "followed_symlinks": [path], "run": {"executor", "workers" | "scheduler", "seconds"}}
+     "followed_symlinks": [path], "notes": [str] (only when there are any),
+     "run": {"executor", "workers" | "scheduler", "seconds"}}
 
     {"schema_version": 2, "kind": "multi-trace", "tool": {...}, "inputs": [str],
-     "traces": [{"path", "report"}], "failed", "skipped", "followed_symlinks", "run"}
+     "traces": [{"path", "report"}], "failed", "skipped", "followed_symlinks", "notes", "run"}
 
 ``from_dict`` reads a document of this ``schema_version`` and ``kind`` only (anything else
 raises :class:`DocumentError`, one line); it ignores ``tool`` (written anew by ``to_dict``).
@@ -107,11 +108,13 @@ def _report_or_none(d: dict[str, Any] | None) -> Report | None:
 
 def _tail(rep: MultiRankReport | MultiTraceReport) -> dict[str, Any]:
     """What both many-trace documents end with: what failed, what was skipped, the symlinks
-    followed and how it ran."""
+    followed, the notes (only when there are any) and how it ran."""
+    notes = {"notes": list(rep.notes)} if rep.notes else {}  # only when there is something to say
     return {
         "failed": [{"path": r.path, "error": r.error} for r in rep.failed],
         "skipped": [{"path": p, "reason": why} for p, why in rep.skipped],
         "followed_symlinks": list(rep.followed),
+        **notes,
         "run": rep.run,
     }
 
@@ -122,6 +125,7 @@ def _read_tail(d: dict[str, Any]) -> dict[str, Any]:
         "failed": [RankEntry(path=f["path"], error=f["error"]) for f in d["failed"]],
         "skipped": [(s["path"], s["reason"]) for s in d["skipped"]],
         "followed": list(d["followed_symlinks"]),
+        "notes": [str(n) for n in d.get("notes", [])],
         "run": dict(d["run"]),
     }
 
@@ -149,6 +153,8 @@ class MultiRankReport:
         followed: symlinks to outside the folder that were followed (``--follow-symlinks``).
         run: how it ran (executor, workers or scheduler, seconds): timings, not part of the
             comparison between executors.
+        notes: one line each, what the reader must know about how the traces were taken
+            (traces retried after their worker process died; several traces of one rank).
     """
 
     KIND: ClassVar[str] = "ranks"
@@ -160,6 +166,7 @@ class MultiRankReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     followed: list[str] = field(default_factory=list)
     run: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.ranks = [RankEntry.of(r) for r in self.ranks]
@@ -232,6 +239,7 @@ class MultiTraceReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     followed: list[str] = field(default_factory=list)
     run: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.traces = [RankEntry.trace_of(r) for r in self.traces]
