@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from tracedoc.fixloop import runner as runner_mod
 from tracedoc.fixloop.command import fix_loop
+from tracedoc.report.model import Finding, Report
 
 WORKLOAD = textwrap.dedent("""
     import os
@@ -44,7 +45,23 @@ WORKLOAD = textwrap.dedent("""
 """)
 
 
-def fake_analyze(trace, settings=None):
+def report_of(findings: list[dict]) -> Report:
+    """The Report the analyzer gives a trial: these findings (their JSON form)."""
+    return Report(
+        trace={},
+        signals={},
+        signals_unavailable={},
+        units={},
+        steps=[],
+        findings=[
+            Finding.from_dict({"severity": "warning", "message": "", "saving_basis": "", "evidence": {}, **f})
+            for f in findings
+        ],
+        skipped=[],
+    )
+
+
+def fake_analyze(trace, settings=None) -> Report:
     slow = trace.read_bytes() == b"slow"
     findings = (
         [
@@ -61,7 +78,7 @@ def fake_analyze(trace, settings=None):
         if slow
         else []
     )
-    return {"schema_version": 1, "findings": findings}
+    return report_of(findings)
 
 
 @pytest.fixture()
@@ -108,7 +125,7 @@ def test_full_run_writes_table_and_artifacts(app, workload, tmp_path):
 def test_json_and_markdown_formats(app, workload, tmp_path):
     result = invoke(app, workload, "--out", tmp_path / "a", "--format", "json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["schema_version"] == 3
+    assert json.loads(result.stdout)["schema_version"] == 4
     result = invoke(app, workload, "--out", tmp_path / "b", "--format", "markdown", "--max-trials", "0")
     assert result.exit_code == 0 and result.stdout.startswith("# tracedoc fix-loop")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tracedoc.fixloop.runner import SubprocessRunner
+from tracedoc.report.model import Finding, Report
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups")
 
@@ -69,13 +70,29 @@ WORKLOAD = textwrap.dedent('''
 ''')
 
 
-def fake_analyze(trace: Path) -> dict:
+def report_of(findings: list[dict]) -> Report:
+    """The Report the analyzer gives a trial: these findings (their JSON form)."""
+    return Report(
+        trace={},
+        signals={},
+        signals_unavailable={},
+        units={},
+        steps=[],
+        findings=[
+            Finding.from_dict({"severity": "warning", "message": "", "saving_basis": "", "evidence": {}, **f})
+            for f in findings
+        ],
+        skipped=[],
+    )
+
+
+def fake_analyze(trace: Path) -> Report:
     import gzip
 
     slow = not json.loads(gzip.decompress(trace.read_bytes()))["fast"]
     fix = {"summary": "fast path", "safety": "safe", "knobs": ["fast_path"]}
     findings = [{"code": "TD900", "name": "slow-path", "estimated_saving_ms": 40.0, "fix": fix}] if slow else []
-    return {"schema_version": 1, "findings": findings}
+    return report_of(findings)
 
 
 @pytest.fixture()

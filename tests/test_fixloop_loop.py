@@ -12,6 +12,7 @@ import pytest
 from tracedoc.fixloop.loop import FixLoop, LoopOptions
 from tracedoc.fixloop.runner import TrialOutcome
 from tracedoc.fixloop.workload import FieldSpec, WorkloadError, WorkloadSpec
+from tracedoc.report.model import Finding, Report
 
 RESNET_FIELDS = [
     FieldSpec("batch_size", "int", 32),
@@ -44,6 +45,19 @@ def finding(
         "evidence": {},
         "fix": {"summary": "", "safety": safety, "knobs": knobs},
     }
+
+
+def report_of(findings: list[dict], signals: dict | None = None) -> Report:
+    """The Report a trial's analysis gives: these findings (in the JSON form) and signals."""
+    return Report(
+        trace={},
+        signals=dict(signals or {}),
+        signals_unavailable={},
+        units={},
+        steps=[],
+        findings=[Finding.from_dict({"saving_basis": "", **f}) for f in findings],
+        skipped=[],
+    )
 
 
 DATALOADER = finding("dataloader-stall", ["num_workers"], 40.0, "TD101")
@@ -107,10 +121,7 @@ class FakeRunner:
             batch_size=bs,
             device=self.device,
             # the trial's own analysis: its findings and the step time its trace shows
-            analysis={
-                "findings": findings,
-                "signals": {"step_time_ms": 1000.0 * bs / sorted(result)[len(result) // 2]},
-            },
+            analysis=report_of(findings, {"step_time_ms": 1000.0 * bs / sorted(result)[len(result) // 2]}),
             dir=str(trial_dir),
         )
 
@@ -170,7 +181,7 @@ def test_profiled_step_off_the_timed_step_is_warned(tmp_path):
         def run(self, config, trial_dir, on_tick=None):
             out = super().run(config, trial_dir, on_tick)
             if config["num_workers"] == 1:  # the candidate's trace: 1.6x its timed step
-                out.analysis["signals"]["step_time_ms"] *= 1.6
+                out.analysis.signals["step_time_ms"] *= 1.6
             return out
 
     runner = Inflated(behave)
@@ -195,7 +206,7 @@ def test_prediction_is_rescaled_to_the_timed_step(tmp_path):
         def run(self, config, trial_dir, on_tick=None):
             out = super().run(config, trial_dir, on_tick)
             if config["num_workers"] == 0:
-                out.analysis["signals"]["step_time_ms"] *= 2.0
+                out.analysis.signals["step_time_ms"] *= 2.0
             return out
 
     summary = FixLoop(Inflated(behave), spec(), tmp_path / "out", LoopOptions(n_cpus=8)).run()
@@ -248,25 +259,46 @@ def test_ab_rounds_alternate_and_pair(tmp_path):
     assert ab["incumbent"]["cv"] == 0 and summary["trials"][1]["decision"]["ratio_median"] == pytest.approx(1.3)
 
 
-def test_followup_with_the_fix_the_candidate_trace_shows(tmp_path):
-    # workers alone do not help (they fight the intra-op threads); workers + fewer threads do
-    oversub = finding("cpu-oversubscription", ["num_threads"], 20.0, "TD501")
+def test_workers_come_with_the_threads_they_leave_on_the_cpu(tmp_path):
+    # workers alone would fight the intra-op threads for the 2 CPUs: one trial sets both
     fields = RESNET_FIELDS + [FieldSpec("num_threads", "int", 0)]
 
     def behave(c):
         if c["num_workers"] == 0:
             return [100], [DATALOADER]
-        if c["num_threads"] == 0:
-            return [95], [DATALOADER, oversub]
+        return ([137], []) if c["num_threads"] == 1 else ([95], [DATALOADER])
+
+    summary, runner = run_loop(tmp_path, behave, fields=fields, n_cpus=2)
+    assert statuses(summary) == ["baseline", "kept"]
+    t = summary["trials"][1]
+    assert t["change"] == "num_workers: 0 -> 1 + num_threads: 0 -> 1"
+    assert t["extra_changes"] == {"num_threads": [0, 1]} and t["followup_finding"] is None
+    assert summary["final"]["config"]["num_workers"] == 1 and summary["final"]["config"]["num_threads"] == 1
+    assert summary["final"]["speedup"] == pytest.approx(1.37)
+    # with CPUs to spare the threads stay (1 worker + 8 default threads > 8: 7 threads)
+    summary, _ = run_loop(tmp_path / "eight", behave, fields=fields, n_cpus=8)
+    assert summary["trials"][1]["change"] == "num_workers: 0 -> 1 + num_threads: 0 -> 7"
+
+
+def test_followup_with_the_fix_the_candidate_trace_shows(tmp_path):
+    # workers (with their threads) do not help until the fix only the candidate's trace shows
+    zero = finding("zero-grad-kernels", ["set_to_none"], 20.0, "TD202")
+    fields = RESNET_FIELDS + [FieldSpec("num_threads", "int", 0)]
+
+    def behave(c):
+        if c["num_workers"] == 0:
+            return [100], [DATALOADER]
+        if not c["set_to_none"]:
+            return [95], [DATALOADER, zero]
         return [137], []
 
     summary, runner = run_loop(tmp_path, behave, fields=fields, n_cpus=2)
     assert statuses(summary) == ["baseline", "reverted", "kept"]
     t = summary["trials"][2]
-    assert t["change"] == "num_workers: 0 -> 1 + num_threads: 0 -> 1"
-    assert t["extra_changes"] == {"num_threads": [0, 1]}
-    assert t["followup_finding"]["code"] == "TD501"
-    assert summary["final"]["config"]["num_workers"] == 1 and summary["final"]["config"]["num_threads"] == 1
+    assert t["change"] == "num_workers: 0 -> 1 + num_threads: 0 -> 1 + set_to_none: false -> true"
+    assert t["extra_changes"] == {"num_threads": [0, 1], "set_to_none": [False, True]}
+    assert t["followup_finding"]["code"] == "TD202"
+    assert summary["final"]["config"]["set_to_none"] is True and summary["final"]["config"]["num_threads"] == 1
     assert summary["final"]["speedup"] == pytest.approx(1.37)
 
 

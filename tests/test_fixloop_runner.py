@@ -13,6 +13,7 @@ import pytest
 from tracedoc.errors import TracedocError
 from tracedoc.fixloop.runner import SubprocessRunner
 from tracedoc.fixloop.workload import WorkloadError
+from tracedoc.report.model import Finding, Report
 
 FAKE_WORKLOAD = textwrap.dedent('''
     """A torch-free stand-in workload: `mode` picks what happens."""
@@ -60,9 +61,25 @@ def workload(tmp_path) -> Path:
     return path
 
 
-def fake_analyze(trace: Path) -> dict:
+def report_of(findings: list[dict]) -> Report:
+    """The Report the analyzer gives a trial: these findings (their JSON form)."""
+    return Report(
+        trace={},
+        signals={},
+        signals_unavailable={},
+        units={},
+        steps=[],
+        findings=[
+            Finding.from_dict({"severity": "warning", "message": "", "saving_basis": "", "evidence": {}, **f})
+            for f in findings
+        ],
+        skipped=[],
+    )
+
+
+def fake_analyze(trace: Path) -> Report:
     assert trace.read_bytes() == b"fake"
-    return {"schema_version": 1, "findings": []}
+    return report_of([])
 
 
 def run_mode(workload, tmp_path, mode, analyze=fake_analyze, timeout=60.0):
@@ -155,7 +172,7 @@ def test_missing_trace_counts_as_crashed(workload, tmp_path):
 
         if not trace.exists():
             raise TraceLoadError(str(trace), "no such file")
-        return {}
+        return report_of([])
 
     outcome = run_mode(workload, tmp_path, "no_trace", analyze=analyze)
     assert outcome.status == "crashed" and "no such file" in outcome.error

@@ -64,11 +64,11 @@ def test_every_entry_point_applies_the_project_settings(project):
     diff = load_side(project).report
     assert codes(api.findings) == by_cli
     assert codes(rank.ranks[0].report.findings) == by_cli
-    assert codes(trial["findings"]) == by_cli
+    assert codes(trial.findings) == by_cli
     assert codes(diff.findings) == by_cli
     # and the same savings, to the µs
     savings = [f.estimated_saving_ms for f in api.findings]
-    assert [f["estimated_saving_ms"] for f in trial["findings"]] == savings
+    assert [f.estimated_saving_ms for f in trial.findings] == savings
     assert [f.estimated_saving_ms for f in diff.findings] == savings
 
 
@@ -77,4 +77,4 @@ def test_without_the_project_file_every_entry_point_reports_the_defaults(project
     api = codes(tracedoc.analyze(project).findings)
     assert api[0] == "TD101" and "TD202" in api
     assert codes(load_side(project).report.findings) == api
-    assert codes(trial_analyzer(Settings.resolve(project))(project)["findings"]) == api
+    assert codes(trial_analyzer(Settings.resolve(project))(project).findings) == api

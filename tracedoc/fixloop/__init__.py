@@ -13,6 +13,8 @@ Modules:
     harness  -- torch-side helper a workload can use: warm-up, profile, timed windows
     trial    -- subprocess entry point (``python -m tracedoc.fixloop.trial``)
     runner   -- runs one trial in a subprocess with a timeout and classifies the result
+    proctree -- every process a trial starts (cgroup, /proc tree, environment marker), ended
+    files    -- every write of the loop: atomic, folders made again, bounded logs, full disk
     noise    -- the keep/revert rule
     loop     -- the decisions: which fix to try next, what to keep
     summary  -- the summary data and its table / JSON / Markdown renderers

@@ -25,6 +25,7 @@ import typer
 
 if TYPE_CHECKING:
     from tracedoc.report.fixloop import FixLoopSummary
+    from tracedoc.report.model import Finding
 
 FORMATS = ("text", "json", "markdown")
 #: Old ``--format`` names still accepted, with a warning on stderr: name -> current name.
@@ -40,16 +41,16 @@ class RichProgress:
         self._status = None
         self._label = ""
 
-    def trial_started(self, index: int, max_trials: int, change: str, finding: dict | None) -> None:
-        """Print which trial starts, what it changes and why."""
+    def trial_started(self, index: int, max_trials: int, change: str, finding: Finding | None) -> None:
+        """Print which trial starts, what it changes and why (the finding's predicted saving, ms/step)."""
         from rich.markup import escape
 
         self._label = "baseline" if index == 0 else f"trial {index}/{max_trials}"
         why = ""
-        if finding:
-            saving = finding.get("estimated_saving_ms")
+        if finding is not None:
+            saving = finding.estimated_saving_ms
             pred = f", predicted saving {saving:.1f} ms/step" if isinstance(saving, (int, float)) else ""
-            why = f"  ({finding.get('code')} {finding.get('name')}{pred})"
+            why = f"  ({finding.code} {finding.name}{pred})"
         self.console.print(f"[bold]{self._label}[/]: {escape(change)}{escape(why)}", soft_wrap=True)
         self._status = self.console.status(f"{self._label}: starting")
         self._status.start()
@@ -247,6 +248,8 @@ def fix_loop(
     from rich.console import Console
 
     err = Console(stderr=True)
+    if out is not None:  # resolved once, now: nothing later may read it against another directory
+        out = Path(os.path.abspath(out))
     if not workload.is_file():
         raise _fail(err, f"{workload}: workload file not found")
     format_ = _resolve_format(err, format_)
@@ -337,7 +340,7 @@ def _run(
     except KeyboardInterrupt as exc:
         code = 128 + exc.signum if isinstance(exc, Terminated) else 130
         raise _fail(err, "interrupted before the baseline started", code) from None
-    out_dir = out or Path("runs") / time.strftime("fix-loop-%Y%m%d-%H%M%S")
+    out_dir = out or Path(os.path.abspath(Path("runs") / time.strftime("fix-loop-%Y%m%d-%H%M%S")))
     problem = prepare_out(out_dir, overwrite)
     if problem:
         raise _fail(err, problem)
@@ -361,6 +364,11 @@ def _run(
     summary = loop.summary  # the document run() wrote
 
     _print_report(summary, format_)
+    if loop.summary_error:  # the disk is full even without this run's logs: stdout has the report
+        code = 128 + summary.signal if summary.signal else (130 if summary.interrupted else 2)
+        raise _fail(
+            err, f"could not write {out_dir}/summary.json ({loop.summary_error}); the report is on stdout", code
+        )
     err.print(f"wrote {out_dir}/summary.json, summary.md, final_config.json", highlight=False, soft_wrap=True)
     if summary.interrupted:
         raise typer.Exit(128 + summary.signal if summary.signal else 130)

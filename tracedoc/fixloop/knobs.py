@@ -223,6 +223,33 @@ def propose_value(
     return None
 
 
+def thread_companion(
+    name: str, value: Any, config: dict[str, Any], n_cpus: int, device_type: str, fields: Any
+) -> tuple[str, Any, int] | None:
+    """The ``num_threads`` change that goes with ``num_workers = value`` on a CPU run, or None.
+
+    On the CPU the training process's intra-op threads (``num_threads``; 0: one per CPU) and
+    the DataLoader workers share the cores. When ``threads + value`` would exceed ``n_cpus``,
+    the worker change alone oversubscribes them: OpenMP intra-op threads wait at every barrier
+    for a descheduled sibling, and on this project's 2-core machine one worker beside two
+    threads ran at 0.95x (TD501's docs). So the loop applies
+    ``num_threads = max(1, n_cpus - value)`` with it in the same trial, the fix the CPU step
+    model replays (:mod:`tracedoc.signals.cpumodel`, the ``dataloader`` fix). A workload without
+    a ``num_threads`` field, a GPU run, or threads that already fit get None.
+
+    Returns:
+        ``("num_threads", old, new)``: the field, its value in ``config`` and the new value.
+    """
+    if name != "num_workers" or device_type != "cpu" or "num_threads" not in fields:
+        return None
+    current = config.get("num_threads") or 0
+    threads = int(current) if current else n_cpus
+    if threads + int(value) <= n_cpus:
+        return None
+    new = max(1, n_cpus - int(value))
+    return None if new == threads else ("num_threads", current, new)
+
+
 def allowed(safety: str, unsafe_fixes: bool) -> bool:
     """Whether a knob of this safety level may be applied (safe always; unsafe with ``--unsafe-fixes``)."""
     level = SAFETY_ORDER.get(safety, 0)

@@ -7,7 +7,10 @@ One iteration:
    that (a) is a field of the workload's ``Config``, (b) has a safety level the options
    allow, (c) applies on the device the baseline ran on, and (d) has a next value that
    was not tried before (see :func:`tracedoc.fixloop.knobs.propose_value`) is the change.
-   Every knob passed over is recorded once in ``skipped`` with the reason.
+   Every knob passed over is recorded once in ``skipped`` with the reason. On the CPU a
+   ``num_workers`` change that would oversubscribe the cores comes with its ``num_threads``
+   (:func:`tracedoc.fixloop.knobs.thread_companion`: ``num_workers: 0 -> 1 + num_threads:
+   0 -> 1`` on two cores), the fix the CPU step model replays.
 2. Run the incumbent's configuration with that one change as a new trial: one
    profiled run (trace and findings), then interleaved A/B rounds of incumbent and
    candidate (fresh processes, no trace; see :mod:`tracedoc.fixloop.noise`).
@@ -30,19 +33,24 @@ trials do not enter it).
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tracedoc._version import __version__
 from tracedoc.fixloop import knobs as knobs_mod
+from tracedoc.fixloop.files import describe_oserror, is_disk_full
 from tracedoc.fixloop.noise import MIN_ROUNDS, decide
-from tracedoc.fixloop.runner import Runner, TrialOutcome
+from tracedoc.fixloop.runner import Runner, TrialOutcome, as_report
 from tracedoc.fixloop.summary import NOISE_RULE, PROFILED_STEP_FACTOR, predicted_vs_measured, write_summary
 from tracedoc.fixloop.workload import WorkloadError, WorkloadSpec, strict_json
 from tracedoc.report.fixloop import FixLoopSummary
+
+if TYPE_CHECKING:  # annotations only
+    from tracedoc.report.model import Finding, Report
 
 #: Statuses a trial can end with. ``baseline`` is the first trial when it measured.
 STATUSES = ("baseline", "kept", "reverted", "inconclusive", "crashed", "oom", "timeout", "interrupted")
@@ -143,6 +151,10 @@ class TrialRecord:
     #: finding's granted slice, its upper bound, and the low end of the replayed range
     predicted_slice_ms: float | None = None
     predicted_low_ms: float | None = None
+    #: the profiled run's own measurements, one per timed repeat (``samples_per_s``,
+    #: ``step_time_ms``), kept beside the A/B medians: every finished measurement is in the
+    #: summary (None: the profiled run did not measure)
+    profiled_run: dict[str, list[float]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -156,12 +168,12 @@ class Proposal:
     A follow-up also sets ``extra`` (``{knob: (old, new)}``) because of ``followup``.
     """
 
-    finding: dict[str, Any]
+    finding: Finding
     knob: knobs_mod.Knob
     old: Any
     new: Any
     extra: tuple[tuple[str, Any, Any], ...] = ()
-    followup: dict[str, Any] | None = None
+    followup: Finding | None = None
 
     def key(self) -> frozenset:
         """What identifies the change set (for "already tried")."""
@@ -171,7 +183,7 @@ class Proposal:
 class Progress(Protocol):
     """Progress callbacks (the command shows them on stderr; tests pass :class:`NullProgress`)."""
 
-    def trial_started(self, index: int, max_trials: int, change: str, finding: dict | None) -> None: ...
+    def trial_started(self, index: int, max_trials: int, change: str, finding: Finding | None) -> None: ...
     def tick(self, elapsed_s: float) -> None: ...
     def trial_finished(self, record: TrialRecord) -> None: ...
     def note(self, text: str) -> None: ...
@@ -243,7 +255,7 @@ class FixLoop:
     ) -> None:
         self.runner = runner
         self.spec = spec
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(os.path.abspath(out_dir))  # once: a relative path must not follow a chdir
         self.options = options
         self.progress = progress or NullProgress()
         self.workload = workload or spec.path
@@ -262,19 +274,31 @@ class FixLoop:
         self.incumbent: TrialRecord | None = None
         #: the last summary written (:meth:`write`), the document; None before the first
         self.summary: FixLoopSummary | None = None
-        self._incumbent_analysis: dict[str, Any] | None = None
+        self._incumbent_analysis: Report | None = None
+        #: the trial in flight and its start (time.monotonic()); None between trials
+        self._pending: tuple[TrialRecord, float] | None = None
+        #: the first failed write for a full disk (one line), which stops the loop
+        self.disk_full: str | None = None
+        #: why summary.json could not be written (None: it was, the last time)
+        self.summary_error: str | None = None
+        #: logs removed to make room for summary.json on a full disk
+        self.freed_logs = 0
 
     # ---------------------------------------------------------------- running
     def run(self) -> dict[str, Any]:
         """Run the loop and return the summary dict (also written to ``out_dir``): the
         ``to_dict()`` of the document left in :attr:`summary`.
 
+        On Ctrl-C, SIGTERM or SIGHUP the trial in flight is recorded as ``interrupted`` with
+        everything it had measured (its profiled run, its finished A/B rounds and the
+        finished half of an unfinished one), and the summary is written.
+
         Raises:
             WorkloadError: a bad ``--set`` or ``--device`` (nothing has run yet).
         """
         config = start_config(self.spec, self.options.sets, self.options.device)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
             self._run_baseline(config)
             if self.incumbent is not None:
                 self._iterate()
@@ -287,69 +311,114 @@ class FixLoop:
                 self.stop_reason = f"terminated by {signal_mod.Signals(exc.signum).name}"
             else:
                 self.stop_reason = "interrupted (Ctrl-C)"
+            self._finish_pending(exc)
+        except OSError as exc:  # the output folder itself cannot be made (a full disk, no permission)
+            self._note_write_error(exc)
+            self.stop_reason = f"cannot write to {self.out_dir}: {describe_oserror(exc)}"
         try:
             return self.write()
         except KeyboardInterrupt:  # a second signal while writing: write once more, then stop
             return self.write()
 
     def write(self) -> dict[str, Any]:
-        """Write summary.json, summary.md and final_config.json now; keep the summary document
-        in :attr:`summary` and return its ``to_dict()`` (what summary.json holds)."""
+        """Write summary.json (first), summary.md and final_config.json now; keep the summary
+        document in :attr:`summary` and return its ``to_dict()`` (what summary.json holds).
+
+        Never raises for a failed write: the summary stays in memory (:attr:`summary`) and is
+        written again next time. On a full disk the old summary.md and final_config.json
+        (written again from the summary) and then the logs of this run, largest first, are
+        removed until summary.json fits (the summary holds every measurement; a log only the
+        text around one); :attr:`summary_error` says why summary.json is not up to date, if it
+        is not.
+        """
         summary = build_summary(self)
-        write_summary(self.out_dir, summary)
+        failed = write_summary(self.out_dir, summary)
+        if "summary.json" in failed and is_disk_full(failed["summary.json"]):
+            self._note_write_error(failed["summary.json"])
+            for path in _removable(self.out_dir):
+                path.unlink(missing_ok=True)
+                self.freed_logs += path.suffix == ".log"
+                summary = build_summary(self)
+                failed = write_summary(self.out_dir, summary, only_json=True)
+                if "summary.json" not in failed:
+                    break
+        for exc in failed.values():
+            self._note_write_error(exc)
+        self.summary_error = describe_oserror(failed["summary.json"]) if "summary.json" in failed else None
         self.summary = summary
         return summary.to_dict()
+
+    def _note_write_error(self, exc: OSError) -> None:
+        """Remember a failed write; a full disk stops the loop after the trial in flight."""
+        if is_disk_full(exc) and not self.disk_full:
+            self.disk_full = describe_oserror(exc)
+            self.progress.note(f"disk full ({self.disk_full}): stopping after this trial to write the summary")
 
     def _trial_dir(self, index: int) -> Path:
         return self.out_dir / f"trial-{index:02d}"
 
-    def _interrupted(self, index: int, config: dict[str, Any], change: str, proposal, started: float, exc) -> None:
-        why = "terminated by signal" if isinstance(exc, Terminated) else "interrupted by Ctrl-C"
+    def _begin(self, index: int, change: str, config: dict[str, Any], proposal: Proposal | None) -> TrialRecord:
+        """The record of a trial about to start: :attr:`_pending` until it ends (an interrupt
+        finds in it what was measured so far)."""
         record = TrialRecord(
-            index=index,
-            change=change,
-            status="interrupted",
-            config=config,
-            error=why,
-            elapsed_s=round(time.monotonic() - started, 2),
-            dir=str(self._trial_dir(index)),
+            index=index, change=change, status="interrupted", config=config, dir=str(self._trial_dir(index))
         )
         if proposal is not None:
             self._describe_change(record, proposal)
+        self._pending = (record, time.monotonic())
+        self.progress.trial_started(index, self.options.max_trials, change, proposal.finding if proposal else None)
+        return record
+
+    def _end(self, record: TrialRecord) -> None:
+        self._pending = None
         self.records.append(record)
         self.progress.trial_finished(record)
 
-    def _execute(
-        self, index: int, config: dict[str, Any], change: str, proposal: Proposal | None, started: float
-    ) -> TrialOutcome:
-        finding = proposal.finding if proposal else None
-        self.progress.trial_started(index, self.options.max_trials, change, finding)
-        trial_dir = self._trial_dir(index)
+    def _finish_pending(self, exc: KeyboardInterrupt) -> None:
+        """Record the trial in flight as ``interrupted``, with what it had measured."""
+        if self._pending is None:
+            return
+        record, started = self._pending
+        record.status = "interrupted"
+        record.error = "terminated by signal" if isinstance(exc, Terminated) else "interrupted by Ctrl-C"
+        record.elapsed_s = round(time.monotonic() - started, 2)
+        self._end(record)
+
+    def _execute(self, record: TrialRecord, config: dict[str, Any]) -> TrialOutcome:
+        """The trial's profiled run, its outcome copied into ``record``. An interrupt after the
+        run had measured (``exc.outcome``, see :class:`~tracedoc.fixloop.runner.Runner`) leaves
+        those measurements in ``record`` before it propagates."""
         try:
-            return self.runner.run(config, trial_dir, on_tick=self.progress.tick)
+            outcome = self.runner.run(config, self._trial_dir(record.index), on_tick=self.progress.tick)
         except KeyboardInterrupt as exc:
-            self._interrupted(index, config, change, proposal, started, exc)
+            partial = getattr(exc, "outcome", None)
+            if isinstance(partial, TrialOutcome):
+                self._fill(record, partial)
             raise
+        self._fill(record, outcome)
+        return outcome
 
     def _run_baseline(self, config: dict[str, Any]) -> None:
-        outcome = self._execute(0, config, "baseline", None, time.monotonic())
-        record = self._record_from(0, "baseline", config, outcome, None)
-        if outcome.status == "ok":
+        record = self._begin(0, "baseline", config, None)
+        outcome = self._execute(record, config)
+        if record.status == "ok":
             record.status = "baseline"
             record.speedup = 1.0
             self.device = dict(outcome.device)
             self.incumbent = record
-            self._incumbent_analysis = outcome.analysis
+            self._incumbent_analysis = self._analysis_of(outcome)
             self._note_not_applicable()
         else:
-            self.stop_reason = f"baseline {outcome.status}: {outcome.error}"
-        self.records.append(record)
-        self.progress.trial_finished(record)
+            self.stop_reason = f"baseline {record.status}: {record.error}"
+        self._end(record)
         self.write()
 
     def _iterate(self) -> None:
         while True:
             done = len(self.records) - 1
+            if self.disk_full:
+                self.stop_reason = f"disk full ({self.disk_full}): stopped to keep the summary"
+                return
             if done >= self.options.max_trials:
                 from tracedoc.text import plural
 
@@ -365,9 +434,9 @@ class FixLoop:
     def _describe_change(self, record: TrialRecord, proposal: Proposal) -> None:
         record.knob, record.old_value, record.new_value = proposal.knob.name, proposal.old, proposal.new
         record.finding = _finding_brief(proposal.finding)
-        record.predicted_saving_ms = proposal.finding.get("estimated_saving_ms")
-        record.predicted_slice_ms = proposal.finding.get("slice_saving_ms")
-        record.predicted_low_ms = proposal.finding.get("replayed_low_ms")
+        record.predicted_saving_ms = proposal.finding.estimated_saving_ms
+        record.predicted_slice_ms = proposal.finding.slice_saving_ms
+        record.predicted_low_ms = proposal.finding.replayed_low_ms
         record.extra_changes = {k: [old, new] for k, old, new in proposal.extra}
         record.followup_finding = _finding_brief(proposal.followup) if proposal.followup else None
 
@@ -381,77 +450,79 @@ class FixLoop:
         for knob, old, new in proposal.extra:
             config[knob] = new
             parts.append(f"{knob}: {_fmt(old)} -> {_fmt(new)}")
-        change = " + ".join(parts)
         self.tried.add(proposal.key())
-        outcome = self._execute(index, config, change, proposal, started)
-        record = self._record_from(index, change, config, outcome, proposal)
-        if outcome.status == "ok":
-            try:
-                self._ab_rounds(index, record, config)
-            except KeyboardInterrupt as exc:
-                self._interrupted(index, config, change, proposal, started, exc)
-                raise
+        record = self._begin(index, " + ".join(parts), config, proposal)
+        outcome = self._execute(record, config)
+        analysis = self._analysis_of(outcome)
+        record.trace_diff = _trace_diff(self._incumbent_analysis, analysis, proposal.finding)
+        if record.status == "ok":
+            self._ab_rounds(index, record, config)
         record.elapsed_s = round(time.monotonic() - started, 2)
-        record.trace_diff = _trace_diff(self._incumbent_analysis, outcome.analysis, record.finding)
         if record.status == "kept":
             self.incumbent = record
-            self._incumbent_analysis = outcome.analysis
+            self._incumbent_analysis = analysis
             self.exhausted.difference_update({name, *(k for k, _, _ in proposal.extra)})
         else:
             if proposal.knob.search != "target":
                 self.exhausted.add(name)  # stop searching a value that stopped helping / failed
-            if record.status in ("reverted", "inconclusive") and not proposal.extra:
-                self._queue_followup(proposal, config, outcome.analysis)
-        self.records.append(record)
-        self.progress.trial_finished(record)
+            if record.status in ("reverted", "inconclusive") and proposal.followup is None:
+                self._queue_followup(proposal, config, analysis)
+        self._end(record)
 
     def _ab_rounds(self, index: int, record: TrialRecord, config: dict[str, Any]) -> None:
-        """Measure incumbent (A) and candidate (B) in alternating rounds and decide (noise.py)."""
+        """Measure incumbent (A) and candidate (B) in alternating rounds and decide (noise.py).
+
+        ``record.ab`` is brought up to date after every measurement, so an interrupt leaves
+        every finished one in it; a full disk stops the rounds (the trial is then undecided,
+        ``inconclusive``)."""
         assert self.incumbent is not None
         inc_config = self.incumbent.config
-        a_sps: list[float] = []
-        b_sps: list[float] = []
-        a_ms: list[float] = []
-        b_ms: list[float] = []
-        rounds = max(self.options.ab_rounds, MIN_ROUNDS)
-        max_rounds = max(self.options.max_rounds, rounds)
-        decision = None
-        i = 0
+        rounds = _Rounds()
+        n = max(self.options.ab_rounds, MIN_ROUNDS)
+        max_rounds = max(self.options.max_rounds, n)
         while True:
-            while i < rounds:
-                order = (("A", inc_config), ("B", config)) if i % 2 == 0 else (("B", config), ("A", inc_config))
-                got: dict[str, TrialOutcome] = {}
-                for side, cfg in order:
+            while len(rounds.b_sps) < n:
+                i = len(rounds.b_sps)
+                for side, cfg in (
+                    (("A", inc_config), ("B", config)) if i % 2 == 0 else (("B", config), ("A", inc_config))
+                ):
                     run_dir = self._trial_dir(index) / f"ab-{i + 1:02d}-{side}"
                     out = self.runner.measure(cfg, run_dir, on_tick=self.progress.tick)
+                    if out.write_error is not None:
+                        self._note_write_error(out.write_error)
                     if out.status != "ok":
                         who = "incumbent" if side == "A" else "candidate"
                         record.status = out.status if side == "B" else "inconclusive"
                         record.error = f"A/B round {i + 1}, {who}: {out.status}: {out.error}"
-                        record.ab = _ab_dict(a_sps, b_sps, a_ms, b_ms)
+                        record.ab = rounds.as_dict()
                         return
-                    got[side] = out
-                a_sps.append(statistics.median(got["A"].samples_per_s))
-                b_sps.append(statistics.median(got["B"].samples_per_s))
-                self._info(f"A/B round {i + 1}: A {a_sps[-1]:.1f}, B {b_sps[-1]:.1f} samples/s")
-                a_ms.append(statistics.median(got["A"].step_time_ms))
-                b_ms.append(statistics.median(got["B"].step_time_ms))
-                i += 1
-            decision = decide(a_sps, b_sps, min_gain=self.options.min_gain, final=rounds >= max_rounds)
+                    rounds.add(side, out)
+                    record.ab = rounds.as_dict()
+                self._info(f"A/B round {i + 1}: A {rounds.a_sps[-1]:.1f}, B {rounds.b_sps[-1]:.1f} samples/s")
+                if self.disk_full:
+                    record.status = "inconclusive"
+                    record.error = f"disk full after A/B round {i + 1} ({self.disk_full})"
+                    return
+            decision = decide(rounds.a_sps, rounds.b_sps, min_gain=self.options.min_gain, final=n >= max_rounds)
             if decision.verdict != "undecided":
                 break
-            rounds += 1
-            self._info(f"undecided ({decision.reason}); measuring round {rounds}")
+            n += 1
+            self._info(f"undecided ({decision.reason}); measuring round {n}")
+        self._decided(record, decision, rounds)
+
+    def _decided(self, record: TrialRecord, decision: Any, rounds: _Rounds) -> None:
+        """Fill ``record`` from the decision of its A/B rounds (noise.py) and their medians."""
+        assert self.incumbent is not None
         record.decision = decision.to_dict()
-        record.ab = _ab_dict(a_sps, b_sps, a_ms, b_ms)
+        record.ab = rounds.as_dict()
         record.status = {"keep": "kept", "revert": "reverted"}.get(decision.verdict, "inconclusive")
-        record.samples_per_s = statistics.median(b_sps)
-        record.samples_per_s_repeats = list(b_sps)
-        record.step_time_ms = statistics.median(b_ms)
+        record.samples_per_s = statistics.median(rounds.b_sps)
+        record.samples_per_s_repeats = list(rounds.b_sps)
+        record.step_time_ms = statistics.median(rounds.b_ms)
         record.speedup = (self.incumbent.speedup or 1.0) * decision.ratio_median
         pvm = predicted_vs_measured(
             record.predicted_saving_ms,
-            statistics.median(a_ms),
+            statistics.median(rounds.a_ms),
             self.incumbent.batch_size,
             record.step_time_ms,
             record.batch_size,
@@ -466,16 +537,15 @@ class FixLoop:
         if info is not None:
             info(text)
 
-    def _queue_followup(self, proposal: Proposal, config: dict[str, Any], analysis: dict[str, Any] | None) -> None:
+    def _queue_followup(self, proposal: Proposal, config: dict[str, Any], analysis: Report | None) -> None:
         """Queue the change again with the fix of a finding that only its own trace shows."""
-        before = {f.get("code") for f in _ranked(self._incumbent_analysis)}
+        before = {f.code for f in _ranked(self._incumbent_analysis)}
         dev = self.device_type()
         for finding in _ranked(analysis):
-            if finding.get("code") in before:
+            if finding.code in before:
                 continue
-            fix = finding.get("fix") or {}
-            for name in fix.get("knobs") or []:
-                if name == proposal.knob.name:
+            for name in finding.fix.knobs:
+                if name == proposal.knob.name or name in {k for k, _, _ in proposal.extra}:
                     continue
                 got = self._candidate(finding, name, config, dev)
                 if got is None:
@@ -486,39 +556,47 @@ class FixLoop:
                     knob=proposal.knob,
                     old=proposal.old,
                     new=proposal.new,
-                    extra=((name, self.incumbent.config.get(name) if self.incumbent else None, value),),
+                    extra=(*proposal.extra, (name, self.incumbent.config.get(name) if self.incumbent else None, value)),
                     followup=finding,
                 )
                 if followup.key() in self.tried:
                     continue
                 self.followups.append(followup)
                 self._info(
-                    f"{proposal.knob.name}={_fmt(proposal.new)} shows {finding.get('code')} {finding.get('name')}: "
+                    f"{proposal.knob.name}={_fmt(proposal.new)} shows {finding.code} {finding.name}: "
                     f"trying it again with {name}={_fmt(value)}"
                 )
                 return
 
-    def _record_from(
-        self, index: int, change: str, config: dict[str, Any], outcome: TrialOutcome, proposal: Proposal | None
-    ) -> TrialRecord:
-        record = TrialRecord(
-            index=index,
-            change=change,
-            status=outcome.status,
-            config=config,
-            samples_per_s=_median(outcome.samples_per_s),
-            samples_per_s_repeats=list(outcome.samples_per_s),
-            step_time_ms=_median(outcome.step_time_ms),
-            batch_size=outcome.batch_size if outcome.batch_size is not None else config.get("batch_size"),
-            error=outcome.error,
-            elapsed_s=round(outcome.elapsed_s, 2),
-            dir=outcome.dir,
-            top_findings=[_finding_brief(f) for f in _ranked(outcome.analysis)[:5]],
-            profiled_step_ms=_profiled_step_ms(outcome.analysis),
-        )
-        if proposal is not None:
-            self._describe_change(record, proposal)
-        return record
+    def _fill(self, record: TrialRecord, outcome: TrialOutcome) -> None:
+        """Copy what a profiled run measured into ``record`` (its status, repeats, findings);
+        a failed write of the run's own files is remembered (:meth:`_note_write_error`)."""
+        analysis = self._analysis_of(outcome)
+        record.status = outcome.status
+        record.samples_per_s = _median(outcome.samples_per_s)
+        record.samples_per_s_repeats = list(outcome.samples_per_s)
+        record.step_time_ms = _median(outcome.step_time_ms)
+        record.batch_size = outcome.batch_size if outcome.batch_size is not None else record.config.get("batch_size")
+        record.error = outcome.error
+        record.elapsed_s = round(outcome.elapsed_s, 2)
+        record.dir = outcome.dir or record.dir
+        record.top_findings = [_finding_brief(f) for f in _ranked(analysis)[:5]]
+        if outcome.samples_per_s:
+            record.profiled_run = {
+                "samples_per_s": list(outcome.samples_per_s),
+                "step_time_ms": list(outcome.step_time_ms),
+            }
+        record.profiled_step_ms = _profiled_step_ms(analysis)
+        if outcome.status == "ok" and outcome.analysis is not None and analysis is None:
+            record.status, record.error = "crashed", "the trial's analysis is not a readable report"
+        if outcome.write_error is not None:
+            self._note_write_error(outcome.write_error)
+
+    @staticmethod
+    def _analysis_of(outcome: TrialOutcome) -> Report | None:
+        """The outcome's report (a runner may hand the saved report's dict form: it is read with
+        :func:`tracedoc.report.model.read_report`); None when absent or unreadable."""
+        return as_report(outcome.analysis)
 
     # ---------------------------------------------------------------- choosing
     def device_type(self) -> str:
@@ -533,27 +611,33 @@ class FixLoop:
         current = self.incumbent.config
         dev = self.device_type()
         for finding in _ranked(self._incumbent_analysis):
-            fix = finding.get("fix") or {}
-            for name in fix.get("knobs") or []:
+            for name in finding.fix.knobs:
                 got = self._candidate(finding, name, current, dev)
                 if got is None:
                     continue
                 knob, value = got
-                if frozenset([(name, repr(value))]) in self.tried:
+                companion = knobs_mod.thread_companion(name, value, current, self.n_cpus, dev, self.spec.fields)
+                proposal = Proposal(
+                    finding=finding,
+                    knob=knob,
+                    old=current.get(name),
+                    new=value,
+                    extra=(companion,) if companion else (),
+                )
+                if proposal.key() in self.tried:
                     self._skip(finding, name, f"{_fmt(value)} already tried")
                     continue
-                return Proposal(finding=finding, knob=knob, old=current.get(name), new=value)
+                return proposal
         return None
 
     def _candidate(
-        self, finding: dict[str, Any], name: str, current: dict[str, Any], dev: str
+        self, finding: Finding, name: str, current: dict[str, Any], dev: str
     ) -> tuple[knobs_mod.Knob, Any] | None:
         """The knob and next value for ``name`` from ``current``, or ``None`` (noted in ``skipped``)."""
-        fix = finding.get("fix") or {}
         if not isinstance(name, str) or name not in self.spec.fields:
             self._skip(finding, str(name), "the workload's Config has no such knob")
             return None
-        knob = knobs_mod.resolve_knob(name, self.spec.fields[name].type, self.spec.knobs, fix.get("safety"))
+        knob = knobs_mod.resolve_knob(name, self.spec.fields[name].type, self.spec.knobs, finding.fix.safety)
         if knob is None:
             self._skip(finding, name, "no values to search; declare them in the workload's KNOBS")
             return None
@@ -571,8 +655,8 @@ class FixLoop:
             return None
         return knob, value
 
-    def _skip(self, finding: dict[str, Any], knob: str, reason: str) -> None:
-        entry = {"code": finding.get("code"), "name": finding.get("name"), "knob": knob, "reason": reason}
+    def _skip(self, finding: Finding, knob: str, reason: str) -> None:
+        entry = {"code": finding.code, "name": finding.name, "knob": knob, "reason": reason}
         if entry not in self.skipped:
             self.skipped.append(entry)
             self.progress.note(f"{entry['code']} {entry['name']}: {knob}: {reason}")
@@ -590,36 +674,78 @@ class FixLoop:
                 self.not_applicable.append({"knob": name, "reason": reason})
 
 
-def _trace_diff(
-    before: dict[str, Any] | None, after: dict[str, Any] | None, finding: dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """``tracedoc diff``'s predicted-vs-measured row of ``finding`` between two trials' analyses
-    (None when either analysis or the finding is missing, or the analyses are not reports)."""
-    if not before or not after or not finding or not finding.get("code"):
+def _trace_diff(before: Report | None, after: Report | None, finding: Finding | None) -> dict[str, Any] | None:
+    """``tracedoc diff``'s predicted-vs-measured row of ``finding`` between two trials' reports
+    (None when either report or the finding is missing, or the reports cannot be compared)."""
+    if before is None or after is None or finding is None or not finding.code:
         return None
     from tracedoc.diff import predicted_vs_measured
+    from tracedoc.errors import TracedocError
 
     try:
-        rows = predicted_vs_measured(before, after, names=[finding["code"]])
-    except (TypeError, ValueError, KeyError):
+        rows = predicted_vs_measured(before, after, names=[finding.code])
+    except (TypeError, ValueError, KeyError, TracedocError):
         return None
     return rows[0] if rows else None
 
 
-def _profiled_step_ms(analysis: dict[str, Any] | None) -> float | None:
-    """The analysis' ``step_time_ms`` signal (ms), None when absent or not a positive number."""
-    signals = (analysis or {}).get("signals")
-    v = signals.get("step_time_ms") if isinstance(signals, dict) else None
+def _profiled_step_ms(analysis: Report | None) -> float | None:
+    """The report's ``step_time_ms`` signal (ms), None when absent or not a positive number."""
+    v = analysis.signals.get("step_time_ms") if analysis is not None else None
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
     return float(v) if ok else None
 
 
-def _ranked(analysis: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Findings largest ``estimated_saving_ms`` first, ``None`` savings last (stable)."""
-    findings = list((analysis or {}).get("findings") or [])
-    return sorted(
-        findings, key=lambda f: (f.get("estimated_saving_ms") is None, -(f.get("estimated_saving_ms") or 0.0))
-    )
+def _ranked(analysis: Report | None) -> list[Finding]:
+    """The report's findings, largest ``estimated_saving_ms`` first, ``None`` savings last (stable)."""
+    findings = list(analysis.findings) if analysis is not None else []
+    return sorted(findings, key=lambda f: (f.estimated_saving_ms is None, -(f.estimated_saving_ms or 0.0)))
+
+
+@dataclass
+class _Rounds:
+    """The A/B measurements of one trial so far: samples/s and step ms of each side per
+    finished round, and the finished first half of an unfinished round (``half``: side,
+    samples/s, step ms), so that nothing measured is lost to an interrupt or a failure."""
+
+    a_sps: list[float] = field(default_factory=list)
+    b_sps: list[float] = field(default_factory=list)
+    a_ms: list[float] = field(default_factory=list)
+    b_ms: list[float] = field(default_factory=list)
+    half: tuple[str, float, float] | None = None
+
+    def add(self, side: str, out: TrialOutcome) -> None:
+        """One measurement of ``side`` (``"A"`` or ``"B"``): the medians of its repeats."""
+        got = (side, statistics.median(out.samples_per_s), statistics.median(out.step_time_ms))
+        if self.half is None:
+            self.half = got
+            return
+        for s, sps, ms in (self.half, got):
+            (self.a_sps if s == "A" else self.b_sps).append(sps)
+            (self.a_ms if s == "A" else self.b_ms).append(ms)
+        self.half = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary's ``ab``: :func:`_ab_dict`, and ``unpaired`` while a round is half done."""
+        d = _ab_dict(self.a_sps, self.b_sps, self.a_ms, self.b_ms)
+        if self.half is not None:
+            side, sps, ms = self.half
+            who = "incumbent" if side == "A" else "candidate"
+            d["unpaired"] = [{"side": who, "round": len(self.b_sps) + 1, "samples_per_s": sps, "step_time_ms": ms}]
+        return d
+
+
+def _removable(out_dir: Path) -> list[Path]:
+    """What may go to make room for summary.json on a full disk, in that order: summary.md and
+    final_config.json (written again from the summary), then the trial logs (``stdout.log``,
+    ``stderr.log``) under ``out_dir``, largest first."""
+    sized = []
+    for path in out_dir.glob("trial-*/**/*.log"):
+        try:
+            sized.append((path.stat().st_size, str(path), path))
+        except OSError:
+            continue
+    return [out_dir / "summary.md", out_dir / "final_config.json"] + [p for _, _, p in sorted(sized, reverse=True)]
 
 
 def _ab_dict(a_sps: list[float], b_sps: list[float], a_ms: list[float], b_ms: list[float]) -> dict[str, Any]:
@@ -636,21 +762,21 @@ def _ab_dict(a_sps: list[float], b_sps: list[float], a_ms: list[float], b_ms: li
     return {"rounds": len(b_sps), "incumbent": side(a_sps, a_ms), "candidate": side(b_sps, b_ms)}
 
 
-def _finding_brief(finding: dict[str, Any]) -> dict[str, Any]:
-    fix = finding.get("fix") or {}
+def _finding_brief(finding: Finding) -> dict[str, Any]:
+    """The summary's plain form of a finding: code, name, severity (its string), saving, knobs."""
     return {
-        "code": finding.get("code"),
-        "name": finding.get("name"),
-        "severity": finding.get("severity"),
-        "estimated_saving_ms": finding.get("estimated_saving_ms"),
-        "knobs": list(fix.get("knobs") or []),
+        "code": finding.code,
+        "name": finding.name,
+        "severity": str(finding.severity.value),
+        "estimated_saving_ms": finding.estimated_saving_ms,
+        "knobs": list(finding.fix.knobs),
     }
 
 
 def warnings(loop: FixLoop) -> list[str]:
     """Notes on measurements that could not decide: noisy sides (CV above noise.NOISY_CV),
-    inconclusive trials, and profiled steps more than :data:`PROFILED_STEP_FACTOR` away from
-    the timed step."""
+    inconclusive trials, profiled steps more than :data:`PROFILED_STEP_FACTOR` away from
+    the timed step; and a full disk (the loop stopped, logs removed for the summary)."""
     from tracedoc.fixloop.noise import NOISY_CV
 
     out = []
@@ -671,6 +797,10 @@ def warnings(loop: FixLoop) -> list[str]:
             )
         if r.status == "inconclusive":
             out.append(f"trial {r.index} ({r.change}) is inconclusive: {r.error or d.get('reason', '')}")
+    if loop.disk_full:
+        out.append(f"the disk filled ({loop.disk_full}); the loop stopped after the trial in flight")
+    if loop.freed_logs:
+        out.append(f"{loop.freed_logs} trial log file(s) removed to make room for summary.json on the full disk")
     return out
 
 

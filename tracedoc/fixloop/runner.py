@@ -42,9 +42,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from tracedoc.errors import TracedocError
+from tracedoc.fixloop import files
+from tracedoc.fixloop.files import LOG_HEAD_BYTES, LOG_TAIL_BYTES, BoundedLog
+from tracedoc.fixloop.proctree import CGROUP_ROOT, MARKER_ENV, ProcessTree
 from tracedoc.fixloop.workload import WorkloadError, WorkloadSpec, strict_json, validate_result
+from tracedoc.report.model import Report, read_report
 
 TRACE_NAME = "trace.pt.trace.json.gz"
+_LOGS = ("stdout.log", "stderr.log")
 _OOM_TEXT = ("out of memory", "outofmemoryerror", "memoryerror")
 
 
@@ -58,10 +64,14 @@ class TrialOutcome:
         step_time_ms: step time of each timed repeat (ms); empty unless ok.
         batch_size: the batch size the workload ran with.
         device: the device the workload reported (``type``, ``name``, ``bf16_supported``).
-        analysis: the analyzer's ``Report.to_dict()``; ``None`` unless ok.
+        analysis: the analyzer's :class:`~tracedoc.report.model.Report` of the trace; ``None``
+            unless ok.
         error: one line saying why the trial failed.
         elapsed_s: wall time of the trial (s).
         dir: the trial directory.
+        write_error: the first write of the trial's own files that failed (a log,
+            ``config.json``, ``result.json``, ``analysis.json``), e.g. a full disk; the
+            measurements are still in this object. None: every write succeeded.
     """
 
     status: str
@@ -69,10 +79,11 @@ class TrialOutcome:
     step_time_ms: list[float] = field(default_factory=list)
     batch_size: int | None = None
     device: dict[str, Any] = field(default_factory=dict)
-    analysis: dict[str, Any] | None = None
+    analysis: Report | None = None
     error: str | None = None
     elapsed_s: float = 0.0
     dir: str = ""
+    write_error: OSError | None = None
 
 
 class Runner(Protocol):
@@ -84,7 +95,9 @@ class Runner(Protocol):
     def run(
         self, config: dict[str, Any], trial_dir: Path, on_tick: Callable[[float], None] | None = None
     ) -> TrialOutcome:
-        """Run one trial; raise KeyboardInterrupt (after cleaning up) on Ctrl-C."""
+        """Run one trial; raise KeyboardInterrupt (after cleaning up) on Ctrl-C. When the
+        interrupt came after the run had measured, the exception carries that outcome as
+        ``exc.outcome`` (status ``interrupted``, its measurements kept)."""
 
     def measure(
         self, config: dict[str, Any], run_dir: Path, on_tick: Callable[[float], None] | None = None
@@ -92,16 +105,20 @@ class Runner(Protocol):
         """Time one configuration without a trace (one A/B sample); raise KeyboardInterrupt on Ctrl-C."""
 
 
-def default_analyze(trace_path: Path, settings: Any = None) -> dict[str, Any]:
-    """The trial's report as a dict: :func:`tracedoc.pipeline.analyze` under ``settings``
-    (default: resolved from the working directory; imported lazily)."""
+def default_analyze(trace_path: Path, settings: Any = None) -> Report:
+    """The trial's :class:`~tracedoc.report.model.Report`: :func:`tracedoc.pipeline.analyze`
+    under ``settings`` (default: resolved from the working directory; imported lazily).
+
+    Raises:
+        tracedoc.errors.TracedocError: a trace the loader or the engine rejects.
+    """
     from tracedoc import pipeline
     from tracedoc.settings import Settings
 
-    return pipeline.analyze(trace_path, settings if settings is not None else Settings.resolve(None)).to_dict()
+    return pipeline.analyze(trace_path, settings if settings is not None else Settings.resolve(None))
 
 
-def trial_analyzer(settings: Any) -> Callable[[Path], dict[str, Any]]:
+def trial_analyzer(settings: Any) -> Callable[[Path], Report]:
     """An analyze function for every trial of one fix-loop, under one
     :class:`~tracedoc.settings.Settings` resolved once (the project's ``[tool.tracedoc]`` and
     ``--rules``): its rules are loaded and validated now, so a bad one fails before any trial.
@@ -113,10 +130,24 @@ def trial_analyzer(settings: Any) -> Callable[[Path], dict[str, Any]]:
     """
     settings.rules()
 
-    def analyze(trace_path: Path) -> dict[str, Any]:
+    def analyze(trace_path: Path) -> Report:
         return default_analyze(trace_path, settings)
 
     return analyze
+
+
+def as_report(analysis: Any) -> Report | None:
+    """A trial's analysis as a :class:`~tracedoc.report.model.Report`: a Report as is; a dict
+    (a saved report's JSON form, from a runner of one's own) read with
+    :func:`~tracedoc.report.model.read_report`; None when absent or not a readable report."""
+    if analysis is None or isinstance(analysis, Report):
+        return analysis
+    if isinstance(analysis, dict):
+        try:
+            return read_report(analysis)
+        except TracedocError:
+            return None
+    return None
 
 
 def _package_root() -> str:
@@ -165,25 +196,36 @@ class SubprocessRunner:
     Args:
         workload: the workload file.
         timeout_s: wall-clock limit of one trial (s).
-        analyze: trace path -> report dict; defaults to :func:`default_analyze`.
+        analyze: trace path -> :class:`~tracedoc.report.model.Report`; defaults to
+            :func:`default_analyze`.
         python: the interpreter to run trials with (defaults to this one).
         kill_grace_s: seconds a trial stopped by a timeout or an interrupt gets between
             SIGTERM and SIGKILL (a second interrupt sends SIGKILL at once).
+        log_head_bytes, log_tail_bytes: bytes of each log kept from its start and its end
+            (:class:`tracedoc.fixloop.files.BoundedLog`; defaults 1 MiB each).
+        cgroup_root: the cgroup v2 mount the trials' processes are tracked in where a cgroup
+            can be made (:class:`tracedoc.fixloop.proctree.ProcessTree`); None: /proc only.
     """
 
     def __init__(
         self,
         workload: str | Path,
         timeout_s: float = 900.0,
-        analyze: Callable[[Path], dict[str, Any]] | None = None,
+        analyze: Callable[[Path], Report] | None = None,
         python: str | None = None,
         kill_grace_s: float = 5.0,
+        log_head_bytes: int = LOG_HEAD_BYTES,
+        log_tail_bytes: int = LOG_TAIL_BYTES,
+        cgroup_root: Path | None = CGROUP_ROOT,
     ) -> None:
         self.workload = str(Path(workload).resolve())
         self.timeout_s = timeout_s
         self.kill_grace_s = kill_grace_s
         self.analyze = analyze or default_analyze
         self.python = python or sys.executable
+        self.log_head_bytes = log_head_bytes
+        self.log_tail_bytes = log_tail_bytes
+        self.cgroup_root = cgroup_root
         self.env = trial_env(self.python)
 
     def describe(self) -> WorkloadSpec:
@@ -230,74 +272,107 @@ class SubprocessRunner:
     def _launch(
         self, config: dict[str, Any], trial_dir: Path, on_tick: Callable[[float], None] | None, measure_only: bool
     ) -> TrialOutcome:
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("result.json", "analysis.json", TRACE_NAME, "stdout.log", "stderr.log"):
-            (trial_dir / stale).unlink(missing_ok=True)
-        (trial_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        start = time.monotonic()
+        try:
+            _prepare_dir(trial_dir, config)
+        except OSError as exc:
+            return _write_failed(trial_dir, "config.json", exc, time.monotonic() - start)
         token = secrets.token_hex(8)
-        cmd = [
-            self.python,
-            "-m",
-            "tracedoc.fixloop.trial",
-            "run",
-            self.workload,
-            "--out",
-            str(trial_dir),
-            "--config",
-            str(trial_dir / "config.json"),
-            "--token",
-            token,
-        ]
+        cmd = [self.python, "-m", "tracedoc.fixloop.trial", "run", self.workload, "--out", str(trial_dir)]
+        cmd += ["--config", str(trial_dir / "config.json"), "--token", token]
         env = dict(self.env)
+        env[MARKER_ENV] = secrets.token_hex(16)
         if measure_only:
             env[MEASURE_ONLY_ENV] = "1"
-        start = time.monotonic()
-        timed_out = False
-        with open(trial_dir / "stdout.log", "wb") as out, open(trial_dir / "stderr.log", "wb") as err:
+        logs = [BoundedLog(trial_dir / n, self.log_head_bytes, self.log_tail_bytes) for n in _LOGS]
+        tree = ProcessTree(env[MARKER_ENV], cgroup_root=self.cgroup_root)
+        try:
             proc = subprocess.Popen(
-                cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+                cmd, stdout=logs[0].write_fd, stderr=logs[1].write_fd, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:
+            for log in logs:
+                log.close()
+            return TrialOutcome("crashed", error=f"cannot start the trial: {exc}", dir=str(trial_dir))
+        tree.attach(proc.pid)
+        for log in logs:
+            log.start()
+        try:
+            timed_out = self._wait(proc, tree, start, on_tick)
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP turned into one by the command
+            _kill_group(proc, grace_s=self.kill_grace_s, tree=tree)
+            _close_logs(logs)
+            outcome = TrialOutcome(
+                "interrupted", error="interrupted", elapsed_s=time.monotonic() - start, dir=str(trial_dir)
             )
-            try:
-                while True:
-                    try:
-                        proc.wait(timeout=0.5)
-                        break
-                    except subprocess.TimeoutExpired:
-                        elapsed = time.monotonic() - start
-                        if on_tick is not None:
-                            on_tick(elapsed)
-                        if elapsed > self.timeout_s:
-                            timed_out = True
-                            _kill_group(proc, grace_s=self.kill_grace_s)
-                            break
-            except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP turned into one by the command
-                _kill_group(proc, grace_s=self.kill_grace_s)
-                outcome = TrialOutcome(
-                    "interrupted", error="interrupted", elapsed_s=time.monotonic() - start, dir=str(trial_dir)
-                )
-                _write_result(trial_dir, outcome, proc.returncode, {})
-                raise
-        _kill_group(proc, grace_s=1.0, only_group=True)  # leftovers of a trial that exited (stray workers)
-        elapsed = time.monotonic() - start
-        outcome, measured = self._classify(proc.returncode, timed_out, trial_dir, elapsed, token)
+            _save_result(trial_dir, outcome, proc.returncode, {})
+            raise
+        _kill_group(proc, grace_s=1.0, only_group=True, tree=tree)  # leftovers of a trial that exited
+        _close_logs(logs)
+        outcome, measured = self._classify(
+            proc.returncode, timed_out, trial_dir, time.monotonic() - start, token, logs[1].tail_text()
+        )
+        outcome.write_error = _first_write_error(logs)
         if outcome.status == "ok" and not measure_only:
-            trace = trial_dir / str(measured.get("trace") or TRACE_NAME)
-            try:
-                outcome.analysis = self.analyze(trace)
-                (trial_dir / "analysis.json").write_text(
-                    json.dumps(strict_json(outcome.analysis), indent=2, allow_nan=False) + "\n", encoding="utf-8"
-                )
-            except KeyboardInterrupt:
-                raise
-            except Exception as exc:  # TracedocError on a broken trace; anything else is an analyzer bug
-                outcome.status = "crashed"
-                outcome.error = f"analysis failed: {type(exc).__name__}: {_first_line(str(exc))}"
-                outcome.analysis = None
-        _write_result(trial_dir, outcome, proc.returncode, measured)
+            self._analyze(outcome, trial_dir, measured)
+        _save_result(trial_dir, outcome, proc.returncode, measured)
         return outcome
 
+    def _wait(
+        self, proc: subprocess.Popen, tree: ProcessTree, start: float, on_tick: Callable[[float], None] | None
+    ) -> bool:
+        """Wait for the trial, following its processes (:meth:`ProcessTree.scan`) and showing
+        progress every 0.5 s; returns whether it timed out (then it has been stopped)."""
+        while True:
+            try:
+                proc.wait(timeout=0.5)
+                return False
+            except subprocess.TimeoutExpired:
+                tree.scan()
+                elapsed = time.monotonic() - start
+                if on_tick is not None:
+                    on_tick(elapsed)
+                if elapsed > self.timeout_s:
+                    _kill_group(proc, grace_s=self.kill_grace_s, tree=tree)
+                    return True
+
+    def _analyze(self, outcome: TrialOutcome, trial_dir: Path, measured: dict[str, Any]) -> None:
+        """Analyze the trial's trace into ``outcome.analysis`` and write ``analysis.json``.
+
+        A failed analysis makes the outcome ``crashed``. An interrupt during it is re-raised
+        carrying the measured outcome (``exc.outcome``, status ``interrupted``): the profiled
+        run's measurements are complete and the loop keeps them.
+        """
+        trace = trial_dir / str(measured.get("trace") or TRACE_NAME)
+        try:
+            report = self.analyze(trace)
+            if not isinstance(report, Report):
+                raise TypeError(f"the analyzer returned a {type(report).__name__}, not a Report")
+            outcome.analysis = report
+        except KeyboardInterrupt as exc:
+            outcome.status, outcome.error = "interrupted", "interrupted while analyzing the trace"
+            _save_result(trial_dir, outcome, 0, measured)
+            exc.outcome = outcome  # type: ignore[attr-defined]
+            raise
+        except Exception as exc:  # TracedocError on a broken trace; anything else is an analyzer bug
+            outcome.status = "crashed"
+            outcome.error = f"analysis failed: {type(exc).__name__}: {_first_line(str(exc))}"
+            return
+        text = json.dumps(strict_json(report.to_dict()), indent=2, allow_nan=False) + "\n"
+        try:
+            files.write_text(trial_dir / "analysis.json", text)
+        except OSError as exc:
+            outcome.write_error = outcome.write_error or exc
+
     def _classify(
-        self, returncode: int | None, timed_out: bool, trial_dir: Path, elapsed: float, token: str | None = None
+        self,
+        returncode: int | None,
+        timed_out: bool,
+        trial_dir: Path,
+        elapsed: float,
+        token: str | None = None,
+        stderr_tail: str = "",
     ) -> tuple[TrialOutcome, dict]:
         measured: dict[str, Any] = {}
         result_problem = "the workload wrote no result.json"
@@ -314,7 +389,6 @@ class SubprocessRunner:
                     measured, result_problem = loaded, ""
             elif loaded is not None:
                 result_problem = f"result.json holds a JSON {type(loaded).__name__}, not an object"
-        stderr_tail = _tail(trial_dir / "stderr.log")
         base = dict(elapsed_s=elapsed, dir=str(trial_dir))
         if timed_out:
             return TrialOutcome("timeout", error=f"no result after {self.timeout_s:g} s", **base), measured
@@ -356,13 +430,65 @@ class SubprocessRunner:
         return TrialOutcome("crashed", error=error, **base), measured
 
 
-def _write_result(trial_dir: Path, outcome: TrialOutcome, returncode: int | None, measured: dict) -> None:
+def _prepare_dir(trial_dir: Path, config: dict[str, Any]) -> None:
+    """Make ``trial_dir`` (again, if a workload deleted it), remove what an earlier run left
+    there, and write ``config.json``.
+
+    Raises:
+        OSError: the folder or ``config.json`` cannot be written (e.g. a full disk).
+    """
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("result.json", "analysis.json", TRACE_NAME, *_LOGS):
+        (trial_dir / stale).unlink(missing_ok=True)
+    files.write_text(trial_dir / "config.json", json.dumps(config, indent=2) + "\n")
+
+
+def _write_failed(trial_dir: Path, name: str, exc: OSError, elapsed: float) -> TrialOutcome:
+    """The outcome of a trial that could not start because ``name`` could not be written."""
+    return TrialOutcome(
+        "crashed",
+        error=f"cannot write {name}: {files.describe_oserror(exc)}",
+        elapsed_s=elapsed,
+        dir=str(trial_dir),
+        write_error=exc,
+    )
+
+
+def _close_logs(logs: list[BoundedLog]) -> None:
+    for log in logs:
+        log.close()
+
+
+def _first_write_error(logs: list[BoundedLog]) -> OSError | None:
+    return next((log.error for log in logs if log.error is not None), None)
+
+
+def _save_result(trial_dir: Path, outcome: TrialOutcome, returncode: int | None, measured: dict) -> None:
+    """Write the trial's ``result.json`` (the workload's result with the outcome over it); a
+    failed write is noted in ``outcome.write_error``, never raised: the outcome is in memory."""
     data = dict(measured)
-    data.update({k: v for k, v in asdict(outcome).items() if k not in ("analysis", "dir")})
+    data.update({k: v for k, v in asdict(outcome).items() if k not in ("analysis", "dir", "write_error")})
     data["returncode"] = returncode
     data.pop("token", None)
     text = json.dumps(strict_json(data), indent=2, allow_nan=False, default=str) + "\n"
-    (trial_dir / "result.json").write_text(text, encoding="utf-8")
+    try:
+        files.write_text(trial_dir / "result.json", text)
+    except OSError as exc:
+        outcome.write_error = outcome.write_error or exc
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError, AttributeError):
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+
+def _done(proc: subprocess.Popen, tree: ProcessTree | None) -> bool:
+    return proc.poll() is not None and not _group_alive(proc.pid) and not (tree is not None and tree.alive())
 
 
 def _group_alive(pgid: int) -> bool:
@@ -373,38 +499,34 @@ def _group_alive(pgid: int) -> bool:
         return False
 
 
-def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0, only_group: bool = False) -> None:
-    """SIGTERM the trial's process group (its DataLoader workers too), SIGKILL after ``grace_s``.
+def _kill_group(
+    proc: subprocess.Popen, grace_s: float = 5.0, only_group: bool = False, tree: ProcessTree | None = None
+) -> None:
+    """SIGTERM the trial's processes, SIGKILL what is left after ``grace_s`` seconds: its
+    process group (DataLoader workers) and, with ``tree``, every process it started however
+    detached (``setsid``, daemons: :class:`tracedoc.fixloop.proctree.ProcessTree`).
 
-    A second interrupt (Ctrl-C, SIGTERM) during the grace period sends SIGKILL to the
-    group at once and is then re-raised, so a trial that ignores SIGTERM is never left
-    running. With ``only_group`` the leader has already exited and only what is left of
-    its group is stopped.
+    A second interrupt (Ctrl-C, SIGTERM) during the grace period sends SIGKILL at once and
+    is then re-raised, so a trial that ignores SIGTERM is never left running. With
+    ``only_group`` the leader has already exited and only what is left of it is stopped
+    (nothing is signalled when nothing is left).
     """
-    pgid = proc.pid
     try:
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            if only_group and not _group_alive(pgid):
+            if only_group and _done(proc, tree):
                 return
-            try:
-                os.killpg(pgid, sig)
-            except (ProcessLookupError, PermissionError, AttributeError):
-                if only_group:
-                    return
-                try:
-                    proc.send_signal(sig)
-                except ProcessLookupError:
-                    pass
+            _signal_group(proc, sig)
+            if tree is not None:
+                tree.signal(sig)
             deadline = time.monotonic() + grace_s
             while time.monotonic() < deadline:
-                if proc.poll() is not None and not _group_alive(pgid):
+                if _done(proc, tree):
                     return
                 time.sleep(0.05)
     except BaseException:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, AttributeError):
-            pass
+        _signal_group(proc, signal.SIGKILL)
+        if tree is not None:
+            tree.signal(signal.SIGKILL)
         try:
             proc.wait(timeout=grace_s)
         except BaseException:  # noqa: BLE001 - a third interrupt: the SIGKILL is sent already
@@ -416,16 +538,8 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0, only_group: bool =
                 proc.wait(timeout=0.1)
             except subprocess.TimeoutExpired:
                 pass
-
-
-def _tail(path: Path, n_bytes: int = 20000) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - n_bytes))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+        if tree is not None:
+            tree.close()
 
 
 def _last_line(text: str, limit: int | None = 300) -> str:

@@ -2,8 +2,9 @@
 JSON schema, built from the loop by :func:`tracedoc.fixloop.loop.build_summary`), written as
 JSON and Markdown; and the predicted-against-measured figures of a trial.
 
-``summary.json`` is :meth:`FixLoopSummary.to_dict` (``schema_version`` 3: A/B rounds,
-``inconclusive``, ``warnings``; 3 replaced ``prediction_ratio`` by ``prediction_error``).
+``summary.json`` is :meth:`FixLoopSummary.to_dict` (``schema_version`` 4: A/B rounds,
+``inconclusive``, ``warnings``; 3 replaced ``prediction_ratio`` by ``prediction_error``; 4 added
+a trial's ``profiled_run`` and ``ab.unpaired``, so that every finished measurement is in it).
 Each trial also has ``ab`` (the A/B rounds: samples/s and step ms of incumbent and
 candidate per round, their medians and coefficients of variation),
 ``prediction_error`` ((predicted - measured) / measured, the prediction rescaled to the timed
@@ -23,10 +24,10 @@ The renderers (:mod:`tracedoc.render.fixloop`) take the document or its ``to_dic
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from tracedoc.fixloop import files
 from tracedoc.fixloop.workload import strict_json
 from tracedoc.render.fixloop import render_markdown
 from tracedoc.report.fixloop import SCHEMA_VERSION, FixLoopSummary, as_dict
@@ -88,23 +89,31 @@ def predicted_vs_measured(
 PROFILED_STEP_FACTOR = 1.3
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def write_summary(
+    out_dir: Path, summary: FixLoopSummary | dict[str, Any], only_json: bool = False
+) -> dict[str, OSError]:
+    """Write ``summary.json`` first (the document's ``to_dict()``: the record of every
+    measurement), then ``summary.md`` and ``final_config.json``, each replaced atomically
+    and ``out_dir`` made again if it is gone (:func:`tracedoc.fixloop.files.write_text`).
+    With ``only_json`` only ``summary.json``.
 
-
-def write_summary(out_dir: Path, summary: FixLoopSummary | dict[str, Any]) -> None:
-    """Write ``summary.json`` (the document's ``to_dict()``), ``summary.md`` and
-    ``final_config.json`` (each replaced atomically)."""
+    Returns:
+        the files that could not be written, name -> the :class:`OSError` (empty: all were);
+        a failed write never stops the others and is never raised.
+    """
     summary = as_dict(summary)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _atomic_write(
-        out_dir / "summary.json", json.dumps(strict_json(summary), indent=2, allow_nan=False, default=str) + "\n"
-    )
-    _atomic_write(out_dir / "summary.md", render_markdown(summary))
-    if summary.get("final") is not None:
-        _atomic_write(out_dir / "final_config.json", json.dumps(summary["final"]["config"], indent=2) + "\n")
+    parts = [("summary.json", json.dumps(strict_json(summary), indent=2, allow_nan=False, default=str) + "\n")]
+    if not only_json:
+        parts.append(("summary.md", render_markdown(summary)))
+        if summary.get("final") is not None:
+            parts.append(("final_config.json", json.dumps(summary["final"]["config"], indent=2) + "\n"))
+    failed: dict[str, OSError] = {}
+    for name, text in parts:
+        try:
+            files.write_text(out_dir / name, text)
+        except OSError as exc:
+            failed[name] = exc
+    return failed
 
 
 __all__ = [

@@ -53,6 +53,7 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)  # the workload may have deleted its folder
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(strict_json(data), indent=2, allow_nan=False, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--token", default=None, help="copied into result.json (the caller's run id)")
     args = parser.parse_args(argv)
 
-    out = Path(args.out) if args.cmd == "run" else None
+    out = Path(os.path.abspath(args.out)) if args.cmd == "run" else None  # a chdir in the workload
     extra = {"token": args.token} if getattr(args, "token", None) else {}
     try:
         with contextlib.redirect_stdout(sys.stderr):  # prints at import must not spoil describe's JSON

@@ -9,10 +9,13 @@ loop; the renderers of :mod:`tracedoc.fixloop.summary` read it. ``to_dict`` is t
 typed; a trial, the A/B rounds, the device and the options stay plain JSON data, as the
 file holds them. This module never imports :mod:`tracedoc.fixloop`.
 
-JSON schema (``schema_version`` 3, :data:`SCHEMA_VERSION`: A/B rounds, ``inconclusive``,
-``warnings``; 3 replaced a trial's ``prediction_ratio`` by ``prediction_error``)::
+JSON schema (``schema_version`` 4, :data:`SCHEMA_VERSION`: A/B rounds, ``inconclusive``,
+``warnings``; 3 replaced a trial's ``prediction_ratio`` by ``prediction_error``; 4 keeps every
+finished measurement: each trial's ``profiled_run`` (the profiled run's samples/s and step ms
+per repeat, also of an ``interrupted`` trial), and a round cut short keeps its finished half in
+``ab.unpaired``)::
 
-    {"schema_version": 3, "tool": {"name": "tracedoc", "command": "fix-loop", "version": str},
+    {"schema_version": 4, "tool": {"name": "tracedoc", "command": "fix-loop", "version": str},
      "workload": str, "out_dir": str,
      "device": {"type", "name", "bf16_supported", "torch", ...},
      "options": {"max_trials", "unsafe_fixes", "device", "sets", "min_gain", "ab_rounds",
@@ -22,7 +25,11 @@ JSON schema (``schema_version`` 3, :data:`SCHEMA_VERSION`: A/B rounds, ``inconcl
      "final": {"config", "samples_per_s", "step_time_ms", "speedup", "trial", "changes": [str]} | null,
      "trials": [{"index", "change", "status", "config", "samples_per_s", "step_time_ms", "speedup",
                  "predicted_saving_ms", "measured_saving_ms", "prediction_error", "decision",
-                 "error", "ab", "trace_diff", ...}],   # tracedoc.fixloop.loop.TrialRecord
+                 "error", "ab", "trace_diff", "profiled_run": {"samples_per_s": [float],
+                 "step_time_ms": [float]} | null, ...}],   # tracedoc.fixloop.loop.TrialRecord
+       # "ab": {"rounds", "incumbent": {...}, "candidate": {...},
+       #        "unpaired": [{"side", "round", "samples_per_s", "step_time_ms"}]}  # only while
+       #        a round is half done (an interrupt, the other side failed, a full disk)
      "not_applicable": [{"knob", "reason"}], "skipped": [{"code", "name", "knob", "reason"}],
      "warnings": [str], "stop_reason": str, "interrupted": bool, "signal": int | null,
      "started_at": str, "wall_s": float}
@@ -43,7 +50,7 @@ from typing import Any, ClassVar
 
 from tracedoc.report.header import check_header, shape_error
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _WHAT = "tracedoc fix-loop summary"
 
