@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from tracedoc.engine.rules import DOC_SECTIONS
+from tracedoc.report.model import Finding, Report
 
 
 def rule_dict(**over: Any) -> dict[str, Any]:
@@ -51,3 +52,19 @@ def not_plain_json(x: Any, path: str = "$") -> list[str]:
 def through_json(d: dict[str, Any]) -> dict[str, Any]:
     """``d`` after a round trip through JSON text (NaN refused)."""
     return json.loads(json.dumps(d, allow_nan=False))
+
+
+def report_of(findings: list[dict]) -> Report:
+    """The Report the analyzer gives a trial: these findings (their JSON form)."""
+    return Report(
+        trace={},
+        signals={},
+        signals_unavailable={},
+        units={},
+        steps=[],
+        findings=[
+            Finding.from_dict({"severity": "warning", "message": "", "saving_basis": "", "evidence": {}, **f})
+            for f in findings
+        ],
+        skipped=[],
+    )

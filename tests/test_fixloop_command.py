@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 import typer
+from helpers import report_of
 from typer.testing import CliRunner
 
 from tracedoc.fixloop import runner as runner_mod
 from tracedoc.fixloop.command import fix_loop
-from tracedoc.report.model import Finding, Report
+from tracedoc.report.model import Report
 
 WORKLOAD = textwrap.dedent("""
     import os
@@ -43,22 +44,6 @@ WORKLOAD = textwrap.dedent("""
                 "batch_size": config.batch_size, "trace": "trace.pt.trace.json.gz",
                 "device": {"type": config.device if config.device != "auto" else "cpu", "name": "fake"}}
 """)
-
-
-def report_of(findings: list[dict]) -> Report:
-    """The Report the analyzer gives a trial: these findings (their JSON form)."""
-    return Report(
-        trace={},
-        signals={},
-        signals_unavailable={},
-        units={},
-        steps=[],
-        findings=[
-            Finding.from_dict({"severity": "warning", "message": "", "saving_basis": "", "evidence": {}, **f})
-            for f in findings
-        ],
-        skipped=[],
-    )
 
 
 def fake_analyze(trace, settings=None) -> Report:

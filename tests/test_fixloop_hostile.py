@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import report_of
 
 from tracedoc.fixloop.runner import SubprocessRunner
-from tracedoc.report.model import Finding, Report
+from tracedoc.report.model import Report
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups")
 
@@ -68,22 +69,6 @@ WORKLOAD = textwrap.dedent('''
                 "batch_size": batch, "trace": "trace.pt.trace.json.gz",
                 "device": {"type": "cpu", "name": "fake"}}
 ''')
-
-
-def report_of(findings: list[dict]) -> Report:
-    """The Report the analyzer gives a trial: these findings (their JSON form)."""
-    return Report(
-        trace={},
-        signals={},
-        signals_unavailable={},
-        units={},
-        steps=[],
-        findings=[
-            Finding.from_dict({"severity": "warning", "message": "", "saving_basis": "", "evidence": {}, **f})
-            for f in findings
-        ],
-        skipped=[],
-    )
 
 
 def fake_analyze(trace: Path) -> Report:

@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import report_of
 
 from tracedoc.errors import TracedocError
 from tracedoc.fixloop.runner import SubprocessRunner
 from tracedoc.fixloop.workload import WorkloadError
-from tracedoc.report.model import Finding, Report
+from tracedoc.report.model import Report
 
 FAKE_WORKLOAD = textwrap.dedent('''
     """A torch-free stand-in workload: `mode` picks what happens."""
@@ -59,22 +60,6 @@ def workload(tmp_path) -> Path:
     path = tmp_path / "fake_workload.py"
     path.write_text(FAKE_WORKLOAD)
     return path
-
-
-def report_of(findings: list[dict]) -> Report:
-    """The Report the analyzer gives a trial: these findings (their JSON form)."""
-    return Report(
-        trace={},
-        signals={},
-        signals_unavailable={},
-        units={},
-        steps=[],
-        findings=[
-            Finding.from_dict({"severity": "warning", "message": "", "saving_basis": "", "evidence": {}, **f})
-            for f in findings
-        ],
-        skipped=[],
-    )
 
 
 def fake_analyze(trace: Path) -> Report:
