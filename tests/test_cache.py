@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES
 from typer.testing import CliRunner
 
-from tracedoc.cache import FrameCache, sampled_hash
+from tracedoc.cache import FrameCache
 from tracedoc.cli import app
 from tracedoc.engine import analyze_trace
 from tracedoc.errors import TraceLoadError
@@ -62,13 +62,14 @@ def test_stale_entry_is_rebuilt(trace_copy, cache):
 
 
 def test_same_size_and_mtime_but_other_content_is_stale(tmp_path, cache):
-    """A rewrite that keeps size and mtime (cp -p of another run) is caught by the sampled hash."""
+    """A rewrite that keeps size and mtime (cp -p of another run) is caught by the content digest
+    (any byte: tests/test_cache_key.py)."""
     a = tmp_path / "a.json.gz"
     shutil.copy(REAL, a)
     load(a, cache=cache)
     st = os.stat(a)
     data = bytearray(a.read_bytes())
-    data[100:110] = bytes(10)  # inside the first MiB, which is always hashed
+    data[100:110] = bytes(10)
     a.write_bytes(bytes(data))
     os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert os.stat(a).st_size == st.st_size
@@ -97,17 +98,6 @@ def test_corrupt_entry_is_rebuilt_not_trusted(trace_copy, cache, damage):
     pd.testing.assert_frame_equal(again.kernels, fresh.kernels)
     load(trace_copy, cache=cache)
     assert cache.last == "hit"  # rebuilt
-
-
-def test_sampled_hash_reads_a_bounded_amount(tmp_path):
-    big = tmp_path / "big.bin"
-    with open(big, "wb") as fh:
-        fh.truncate(200 << 20)  # sparse 200 MB
-    h1 = sampled_hash(big, 200 << 20)
-    with open(big, "r+b") as fh:
-        fh.seek((200 << 20) - 10)
-        fh.write(b"x")  # in the last MiB: always hashed
-    assert sampled_hash(big, 200 << 20) != h1
 
 
 def test_small_traces_and_urls_are_not_cached(tmp_path):
@@ -139,28 +129,19 @@ def test_eviction_keeps_the_folder_bounded(tmp_path):
 
 
 def test_cli_cache_info_clear_and_no_cache(trace_copy, tmp_path, monkeypatch):
-    monkeypatch.setenv("TRACEDOC_CACHE_MIN_BYTES", "0")
-    import importlib
-
-    import tracedoc.cache
-
-    importlib.reload(tracedoc.cache)
-    try:
-        cdir = tmp_path / "cc"
-        r = runner.invoke(app, ["analyze", str(trace_copy), "--no-cache", "--cache-dir", str(cdir), "--exit-zero"])
-        assert r.exit_code == 0 and not cdir.exists()
-        r1 = runner.invoke(app, ["analyze", str(trace_copy), "-f", "json", "--cache-dir", str(cdir), "--exit-zero"])
-        r2 = runner.invoke(app, ["analyze", str(trace_copy), "-f", "json", "--cache-dir", str(cdir), "--exit-zero"])
-        assert r1.exit_code == r2.exit_code == 0 and r1.stdout == r2.stdout
-        r = runner.invoke(app, ["cache", "info", "--cache-dir", str(cdir)])
-        assert r.exit_code == 0 and "1 entry" in r.stdout
-        r = runner.invoke(app, ["cache", "clear", "--cache-dir", str(cdir)])
-        assert r.exit_code == 0 and "removed 1 entry" in r.stdout
-        r = runner.invoke(app, ["cache", "info", "--cache-dir", str(cdir)])
-        assert "0 entries" in r.stdout
-    finally:
-        monkeypatch.delenv("TRACEDOC_CACHE_MIN_BYTES")
-        importlib.reload(tracedoc.cache)
+    monkeypatch.setenv("TRACEDOC_CACHE_MIN_BYTES", "0")  # read by settings.Environment at each command
+    cdir = tmp_path / "cc"
+    r = runner.invoke(app, ["analyze", str(trace_copy), "--no-cache", "--cache-dir", str(cdir), "--exit-zero"])
+    assert r.exit_code == 0 and not cdir.exists()
+    r1 = runner.invoke(app, ["analyze", str(trace_copy), "-f", "json", "--cache-dir", str(cdir), "--exit-zero"])
+    r2 = runner.invoke(app, ["analyze", str(trace_copy), "-f", "json", "--cache-dir", str(cdir), "--exit-zero"])
+    assert r1.exit_code == r2.exit_code == 0 and r1.stdout == r2.stdout
+    r = runner.invoke(app, ["cache", "info", "--cache-dir", str(cdir)])
+    assert r.exit_code == 0 and "1 entry" in r.stdout
+    r = runner.invoke(app, ["cache", "clear", "--cache-dir", str(cdir)])
+    assert r.exit_code == 0 and "removed 1 entry" in r.stdout
+    r = runner.invoke(app, ["cache", "info", "--cache-dir", str(cdir)])
+    assert "0 entries" in r.stdout
 
 
 def test_signal_values_are_stored_and_reused_not_recomputed(trace_copy, cache, monkeypatch):

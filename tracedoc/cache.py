@@ -3,26 +3,36 @@ the same file (other rules, other options) skips reading and decoding the JSON.
 
 Layout: one entry per trace file, a folder named by a hash of the file's real path::
 
-    <cache dir>/v1/<blake2b(realpath)[:32]>/
-        manifest.json      key, trace-level fields, CRC-32 and size of every Parquet file
+    <cache dir>/v3/<blake2b(realpath)[:32]>/
+        tracedoc-entry     the marker: exactly MARKER_TEXT (format and version of an entry)
+        manifest.json      key, content digest, trace-level fields, CRC-32 and size of every Parquet file
         ops.parquet  runtime.parquet  kernels.parquet  ...   one file per frame
+        signals.json       the signal values computed on it (:class:`SignalStore`)
 
-**Key.** An entry is used only when all of these equal the file now: its real path, its
-size in bytes, its ``st_mtime_ns``, and a *sampled content hash*: BLAKE2b-128 over the
-file's first MiB, last MiB and 64 blocks of 64 KiB spread evenly between them (at most
-about 6 MiB read, whatever the file size). Hashing all of a 300 MB trace takes about as
-long as a cached analysis itself (measured in ``docs/scale.md``), so the hash is sampled:
-size and mtime catch every ordinary rewrite, the sample catches a rewrite that kept
-both (``cp -p``, a restored backup) whenever it changed any sampled byte. An edit that
-keeps size and mtime and touches only unsampled bytes is not detected; ``--no-cache``
-or ``tracedoc cache clear`` is the remedy. The tracedoc version and the frame schema
-are part of the key too, so an upgrade never reads an older layout.
+**Key.** An entry is used only when the file's real path, size in bytes and
+``st_mtime_ns`` equal its key (a cheap first check: most rewrites change them), and the
+SHA-256 of all of the file's bytes now equals the digest of the bytes the entry was built
+from. That digest is computed while the trace is read anyway on a miss
+(:func:`tracedoc.load.source.record_reads`: exactly the bytes parsed, so a file edited
+during the read cannot pair old frames with new bytes); on a hit the file is hashed in a
+second thread while the Parquet files are read, and the frames, like the stored signal
+values, are used only after the digests agree. An edit that keeps size and mtime is thus
+always caught, whichever bytes it touches. Its cost on the warm path is measured by
+``benchmarks/cache_key.py``. The tracedoc version and the frame schema are part of the
+key too, so an upgrade never reads an older layout.
 
-**Trust.** An entry is rebuilt, never trusted, when its manifest is missing or not
-JSON, its key differs (stale), a Parquet file is missing or its CRC-32 or size differ
-from the manifest (corrupt), or the frames read back lack a documented column.
-Entries are written to a temporary folder and renamed into place, so a crash or a
-concurrent writer never leaves half an entry under the final name.
+**Trust.** An entry is rebuilt, never trusted, when its manifest is missing or not JSON,
+its key or digest differs (stale), a Parquet file is missing or its CRC-32 or size differ
+from the manifest (corrupt), or the frames read back lack a documented column. Every
+file of an entry is read only when it is a regular file, with a size bound
+(:func:`tracedoc.load.source.read_regular`): a FIFO or a device planted in an entry is
+refused before it is read. Entries are written to a temporary folder and renamed into
+place, so a crash or a concurrent writer never leaves half an entry under the final name.
+
+**Ownership.** The cache removes only what it can prove it wrote: a real folder (not a
+link) holding the marker file with exactly :data:`MARKER_TEXT`, and in it only the file
+names it writes; a folder holding anything else is left as it is. Nothing else under the
+cache folder is ever deleted, by eviction or by ``tracedoc cache clear``.
 
 Only local regular files of at least :data:`MIN_BYTES` on disk are cached (not ``-``,
 FIFOs or URLs): a smaller trace parses in well under a second, and caching it would
@@ -38,29 +48,43 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import shutil
+import re
 import stat
 import tempfile
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from tracedoc._version import __version__
+from tracedoc.load.source import DEFAULT_MAX_TRACE_BYTES, ReadRecord, file_sha256, read_regular, record_reads
 
 if TYPE_CHECKING:
     from tracedoc.trace import Trace
 
-#: Entry layout; v2 added the Record Window End instant to the manifest (older entries miss).
-LAYOUT = "v2"
+#: Entry layout; v2 added the Record Window End instant to the manifest; v3 the marker file and
+#: the full content digest (older layouts' folders are never read nor removed).
+LAYOUT = "v3"
 #: Traces smaller than this on disk are not cached (``TRACEDOC_CACHE_MIN_BYTES`` replaces it,
 #: through :class:`tracedoc.settings.Environment`).
 MIN_BYTES = 4 << 20
 #: The cache folder is trimmed to this many bytes (least recently used entries go first).
 MAX_BYTES = 8 << 30
-_HEAD = 1 << 20
-_BLOCK = 64 << 10
-_BLOCKS = 64
+#: The marker file of an entry, and its exact content: the format and its version.
+MARKER = "tracedoc-entry"
+MARKER_TEXT = b"tracedoc frame cache entry, format 1\n"
+MANIFEST = "manifest.json"
+#: Bound on a manifest or signal file read back (bytes). Both hold small JSON: 1.2 KB and 20 KB
+#: for the 301 MB benchmark trace (trace metadata and signal tables grow little with the
+#: trace); 64 MiB is far beyond any of ours.
+MAX_DOC_BYTES = 64 << 20
+#: Bound on one Parquet file read back: the default trace size limit, 4 GiB (a frame holds
+#: less than the JSON it was decoded from; a larger file is not one this cache wrote).
+MAX_FRAME_BYTES = DEFAULT_MAX_TRACE_BYTES
+#: A temporary folder (a write in progress) older than this is a crashed write, removed by
+#: eviction: writing an entry takes seconds, even for a multi-GB trace.
+_TMP_STALE_S = 3600
 
 
 def default_cache_dir() -> Path:
@@ -84,25 +108,64 @@ def available() -> bool:
     return importlib.util.find_spec("pyarrow") is not None
 
 
-def sampled_hash(path: str | os.PathLike[str], size: int) -> str:
-    """BLAKE2b-128 (hex) of the first and last MiB and 64 evenly spread 64 KiB blocks.
+def is_entry(folder: str | os.PathLike[str]) -> bool:
+    """True when ``folder`` is one this cache wrote: a real folder (not a symbolic link)
+    holding the regular file :data:`MARKER` with exactly :data:`MARKER_TEXT`."""
+    folder = Path(folder)
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode) or not stat.S_ISREG(os.lstat(folder / MARKER).st_mode):
+            return False
+        return read_regular(folder / MARKER, len(MARKER_TEXT)) == MARKER_TEXT
+    except (OSError, ValueError):
+        return False
 
-    Reads at most ``2 MiB + 64 * 64 KiB`` (6 MiB), so its cost does not grow with the file.
-    """
-    h = hashlib.blake2b(digest_size=16)
-    h.update(size.to_bytes(8, "little"))
-    with open(path, "rb") as fh:
-        if size <= 2 * _HEAD + _BLOCKS * _BLOCK:
-            h.update(fh.read())
-            return h.hexdigest()
-        h.update(fh.read(_HEAD))
-        span = size - 2 * _HEAD - _BLOCK
-        for i in range(_BLOCKS):
-            fh.seek(_HEAD + span * i // (_BLOCKS - 1))
-            h.update(fh.read(_BLOCK))
-        fh.seek(size - _HEAD)
-        h.update(fh.read(_HEAD))
-    return h.hexdigest()
+
+_SIGNALS_TMP = re.compile(r"signals\.json\.tmp\d+")
+
+
+def _own_name(name: str) -> bool:
+    """A file name this cache writes in an entry (the marker aside)."""
+    from tracedoc.schema import FRAME_COLUMNS
+
+    if name in (MANIFEST, SignalStore.NAME) or _SIGNALS_TMP.fullmatch(name):
+        return True
+    return name.endswith(".parquet") and name[: -len(".parquet")] in FRAME_COLUMNS
+
+
+def remove_entry(folder: str | os.PathLike[str]) -> bool:
+    """Remove a folder this cache wrote (:func:`is_entry`): the files it writes there, then
+    the marker and the folder. Anything else in it (a file of another name, a subfolder)
+    leaves the folder where it is, with its marker. Returns True when the folder is gone."""
+    folder = Path(folder)
+    if not is_entry(folder):
+        return False
+    try:
+        for f in os.scandir(folder):
+            if _own_name(f.name) and not f.is_dir(follow_symlinks=False):
+                os.unlink(f.path)
+        if os.listdir(folder) != [MARKER]:
+            return False
+        os.unlink(folder / MARKER)
+        os.rmdir(folder)
+    except OSError:
+        return False
+    return True
+
+
+def _folders(root: Path) -> list[os.DirEntry[str]]:
+    """The real folders (not links) directly under ``root``; none when it is not a folder."""
+    try:
+        return [e for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _entry_bytes(folder: str) -> int:
+    """Bytes of the files directly in ``folder`` (an entry is flat), links not followed."""
+    try:
+        return sum(f.stat(follow_symlinks=False).st_size for f in os.scandir(folder))
+    except OSError:
+        return 0
 
 
 def _frame(table, cols: list[tuple[str, str]]):
@@ -134,18 +197,10 @@ def _frame(table, cols: list[tuple[str, str]]):
     return pd.DataFrame(data)
 
 
-def _crc(path: Path) -> tuple[int, int]:
-    crc, n = 0, 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(8 << 20):
-            crc = zlib.crc32(chunk, crc)
-            n += len(chunk)
-    return crc, n
-
-
 @dataclass
 class CacheInfo:
-    """What ``tracedoc cache info`` prints: folder, entries, bytes on disk."""
+    """What ``tracedoc cache info`` prints: folder, entries, bytes on disk (of entries this
+    cache wrote, :func:`is_entry`; nothing else under the folder is counted)."""
 
     directory: str
     entries: int
@@ -158,6 +213,8 @@ class FrameCache:
 
     Args:
         directory: the cache folder; created on the first write.
+        min_bytes: traces smaller on disk are not cached (default :data:`MIN_BYTES`).
+        max_bytes: the folder is trimmed to this many bytes (default :data:`MAX_BYTES`).
     """
 
     def __init__(
@@ -171,10 +228,13 @@ class FrameCache:
         self.max_bytes = max_bytes
         #: what the last :meth:`load` did: ``"hit"``, ``"miss"``, ``"stale"``, ``"corrupt"`` or ``"off"``.
         self.last: str = "off"
+        # real path -> (key, content digest) of the trace the last load() returned for it
+        self._loaded: dict[str, tuple[dict[str, Any], str]] = {}
 
     # -- key ---------------------------------------------------------------------------------
     def key(self, path: str | os.PathLike[str]) -> dict[str, Any] | None:
-        """The entry key of a local regular file, or None when it cannot be cached."""
+        """The entry key of a local regular file (from its ``stat``; nothing is read), or None
+        when it cannot be cached. The content digest is checked apart (:meth:`content`)."""
         p = str(path)
         if p == "-" or "://" in p:
             return None
@@ -194,8 +254,17 @@ class FrameCache:
             "path": os.path.realpath(p),
             "size": st.st_size,
             "mtime_ns": st.st_mtime_ns,
-            "content_hash": sampled_hash(p, st.st_size),
         }
+
+    def content(self, path: str | os.PathLike[str], read: ReadRecord | None = None) -> str:
+        """The content digest an entry is checked against: SHA-256 (hex) of all of the file's
+        bytes, taken from ``read`` (the record of the read the trace was built from) when
+        given, else computed by reading the file now.
+
+        Raises:
+            OSError: the file cannot be read. ValueError: it is not a regular file.
+        """
+        return read.sha256 if read is not None else file_sha256(path)
 
     def entry_dir(self, key: dict[str, Any]) -> Path:
         """The folder of ``key``'s entry (one per real path)."""
@@ -204,29 +273,45 @@ class FrameCache:
 
     # -- read --------------------------------------------------------------------------------
     def get(self, key: dict[str, Any], path: str) -> Trace | None:
-        """The cached trace for ``key``, or None (sets :attr:`last` to why)."""
+        """The cached trace for ``key``, or None (sets :attr:`last` to why). The file is
+        hashed in a second thread while the frames are read; they are returned only when
+        its digest equals the entry's."""
+        from concurrent.futures import ThreadPoolExecutor
+
         import orjson
 
         d = self.entry_dir(key)
         try:
-            manifest = orjson.loads((d / "manifest.json").read_bytes())
+            manifest = orjson.loads(read_regular(d / MANIFEST, MAX_DOC_BYTES))
         except FileNotFoundError:
             self.last = "miss"
             return None
-        except (OSError, orjson.JSONDecodeError):
+        except (OSError, ValueError):  # orjson.JSONDecodeError is a ValueError
             self.last = "corrupt"
             return None
         if not isinstance(manifest, dict) or manifest.get("key") != key:
             self.last = "stale"
             return None
-        try:
-            trace = self._read(d, manifest, path)
-        except Exception:  # any damage: rebuild, never trust
+        with ThreadPoolExecutor(1) as pool:
+            digest = pool.submit(self.content, path)
+            try:
+                trace = self._read(d, manifest, path) if is_entry(d) else None
+            except Exception:  # any damage: rebuild, never trust
+                trace = None
+            try:
+                now = digest.result()
+            except (OSError, ValueError):
+                now = None
+        if now is None or now != manifest.get("content"):
+            self.last = "stale"
+            return None
+        if trace is None:
             self.last = "corrupt"
             return None
         self.last = "hit"
+        self._loaded[key["path"]] = (key, now)
         try:
-            os.utime(d / "manifest.json")  # recently used: evicted last
+            os.utime(d / MANIFEST)  # recently used: evicted last
         except OSError:
             pass
         return trace
@@ -242,7 +327,7 @@ class FrameCache:
         for kind, cols in FRAME_COLUMNS.items():
             f = d / f"{kind}.parquet"
             crc, size = manifest["files"][kind]
-            raw = f.read_bytes()
+            raw = read_regular(f, min(size, MAX_FRAME_BYTES))
             if len(raw) != size or zlib.crc32(raw) != crc:
                 raise ValueError(f"{f}: checksum mismatch")
             strings = [c for c, t in cols if t == "object"]
@@ -275,9 +360,11 @@ class FrameCache:
         )
 
     # -- write -------------------------------------------------------------------------------
-    def put(self, key: dict[str, Any], trace: Trace) -> bool:
-        """Write ``trace``'s frames under ``key`` (atomically); False when it cannot be cached
-        (a column pyarrow cannot store, a read-only or full disk): the analysis goes on."""
+    def put(self, key: dict[str, Any], content: str, trace: Trace) -> bool:
+        """Write ``trace``'s frames under ``key`` and the ``content`` digest of the bytes they
+        were built from (atomically); False when it cannot be cached (a column pyarrow cannot
+        store, a read-only or full disk, a folder of that name this cache did not write):
+        the analysis goes on."""
         import orjson
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -291,13 +378,17 @@ class FrameCache:
         except OSError:
             return False
         try:
+            (tmp / MARKER).write_bytes(MARKER_TEXT)  # first: even a crashed write is provably ours
             files = {}
             for kind in FRAME_COLUMNS:
-                f = tmp / f"{kind}.parquet"
-                pq.write_table(pa.Table.from_pandas(getattr(trace, kind), preserve_index=False), f)
-                files[kind] = list(_crc(f))
+                sink = pa.BufferOutputStream()
+                pq.write_table(pa.Table.from_pandas(getattr(trace, kind), preserve_index=False), sink)
+                raw = sink.getvalue()
+                (tmp / f"{kind}.parquet").write_bytes(raw)
+                files[kind] = [zlib.crc32(raw), raw.size]
             manifest = {
                 "key": key,
+                "content": content,
                 "files": files,
                 "trace": {
                     "devices": [dv.to_dict() for dv in trace.devices],
@@ -308,46 +399,60 @@ class FrameCache:
                     "record_window_end_us": trace.record_window_end_us,
                 },
             }
-            (tmp / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_NON_STR_KEYS))
-            if final.exists():
-                shutil.rmtree(final, ignore_errors=True)
+            (tmp / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_NON_STR_KEYS))
+            if os.path.lexists(final) and not remove_entry(final):
+                raise FileExistsError(f"{final} is not an entry of this cache")
             os.replace(tmp, final)
         except Exception:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if not remove_entry(tmp):
+                try:
+                    os.rmdir(tmp)  # empty when even the marker could not be written
+                except OSError:
+                    pass
             return False
         self.evict(keep=final)
         return True
 
     def evict(self, keep: Path | None = None) -> int:
-        """Remove entries whose trace file is gone, then the least recently used ones until
-        the folder holds at most ``max_bytes``; returns how many were removed."""
+        """Remove entries (only this cache's, :func:`is_entry`) whose trace file is gone or whose
+        manifest is unreadable, then the least recently used ones until the entries hold at
+        most ``max_bytes``, and temporary folders of writes that crashed over an hour ago;
+        returns how many entries were removed."""
         import orjson
 
         root = self.directory / LAYOUT
         entries = []
-        for e in root.iterdir() if root.is_dir() else []:
-            if not e.is_dir() or e.name.startswith("."):
+        for e in _folders(root):
+            if e.name.startswith("."):  # a write in progress, or one a crash left
+                try:
+                    if time.time() - os.lstat(Path(e.path) / MARKER).st_mtime > _TMP_STALE_S:
+                        remove_entry(e.path)
+                except OSError:
+                    pass
                 continue
+            if not is_entry(e.path):
+                continue  # not ours: never removed, nor counted
             try:
-                m = e / "manifest.json"
+                m = Path(e.path) / MANIFEST
                 used = m.stat().st_mtime
-                size = sum(f.stat().st_size for f in e.iterdir())
-                source = orjson.loads(m.read_bytes())["key"]["path"]
+                source = orjson.loads(read_regular(m, MAX_DOC_BYTES))["key"]["path"]
             except (OSError, ValueError, KeyError, TypeError):
-                used, size, source = 0.0, 0, None
-            entries.append((used, size, e, source))
+                used, source = 0.0, None
+            entries.append((used, _entry_bytes(e.path), Path(e.path), source))
         removed = 0
         total = sum(x[1] for x in entries)
         for _used, size, e, source in sorted(entries, key=lambda x: x[0]):
-            gone = source is None or not os.path.exists(source)
-            if e != keep and (gone or total > self.max_bytes):
-                shutil.rmtree(e, ignore_errors=True)
+            gone = not isinstance(source, str) or not os.path.exists(source)
+            if e != keep and (gone or total > self.max_bytes) and remove_entry(e):
                 total -= size
                 removed += 1
         return removed
 
     def load(self, path: str | os.PathLike[str], build: Callable[[], Trace]) -> Trace:
-        """The trace at ``path`` from the cache, else ``build()`` it and cache the result.
+        """The trace at ``path`` from the cache, else ``build()`` it and cache the result,
+        under the digest of the bytes ``build`` read (recorded as it read them: a ``build``
+        that reads the file other than through :func:`tracedoc.load.source.read_trace_bytes`
+        is not cached).
 
         Errors from ``build`` (a bad trace) propagate unchanged; nothing is cached for them.
         """
@@ -355,42 +460,55 @@ class FrameCache:
         if key is None:
             self.last = "off"
             return build()
+        self._loaded.pop(key["path"], None)
         hit = self.get(key, str(path))
         if hit is not None:
             return hit
-        trace = build()
-        self.put(key, trace)
+        with record_reads() as reads:
+            trace = build()
+        read = next((r for r in reversed(reads) if r.path == key["path"]), None)
+        if read is not None:
+            key = {**key, "size": read.size, "mtime_ns": read.mtime_ns}  # the file as it was read
+            content = self.content(path, read)
+            self._loaded[key["path"]] = (key, content)
+            self.put(key, content, trace)
         return trace
 
     def signals(self, path: str | os.PathLike[str]) -> SignalStore | None:
-        """The :class:`SignalStore` of the trace at ``path``, or None when it is not cacheable."""
+        """The :class:`SignalStore` of the trace at ``path``, or None when it is not cacheable.
+        After :meth:`load` of that path it belongs to the trace load returned (its key and
+        digest, even when the file changed since); otherwise the file is hashed now."""
         key = self.key(path)
-        return SignalStore(self, key) if key is not None else None
+        if key is None:
+            return None
+        loaded = self._loaded.get(key["path"])
+        if loaded is not None:
+            return SignalStore(self, *loaded)
+        try:
+            return SignalStore(self, key, self.content(path))
+        except (OSError, ValueError):
+            return None
 
     # -- maintenance -------------------------------------------------------------------------
     def info(self) -> CacheInfo:
-        """Entries and bytes under the cache folder."""
-        root = self.directory / LAYOUT
+        """Entries this cache wrote (:func:`is_entry`) and their bytes on disk."""
         entries, size = 0, 0
-        if root.is_dir():
-            for e in root.iterdir():
-                if e.is_dir() and not e.name.startswith("."):
-                    entries += 1
-                for f in e.rglob("*") if e.is_dir() else [e]:
-                    try:
-                        size += f.stat().st_size if f.is_file() else 0
-                    except OSError:
-                        pass
+        for e in _folders(self.directory / LAYOUT):
+            if not e.name.startswith(".") and is_entry(e.path):
+                entries += 1
+                size += _entry_bytes(e.path)
         return CacheInfo(str(self.directory), entries, size, available())
 
     def clear(self) -> int:
-        """Remove every entry; returns how many were removed. Only tracedoc's own layout
-        folder (``v1/``) is deleted, never anything else under the cache folder."""
+        """Remove every entry this cache wrote (:func:`remove_entry`), and the layout folder
+        when that leaves it empty; returns how many entries were removed. Nothing it cannot
+        prove it wrote is removed: other folders and files under the cache folder stay."""
         root = self.directory / LAYOUT
-        if not root.is_dir():
-            return 0
-        n = sum(1 for e in root.iterdir() if e.is_dir() and not e.name.startswith("."))
-        shutil.rmtree(root)
+        n = sum(remove_entry(e.path) and not e.name.startswith(".") for e in _folders(root))
+        try:
+            root.rmdir()
+        except OSError:
+            pass
         return n
 
 
@@ -413,24 +531,27 @@ class SignalStore:
 
     A second ``analyze`` of the same trace, with other rules, selections or floors,
     seeds the analysis with these values instead of computing them again from the
-    frames. The file carries the trace's cache key and :func:`signal_code_hash`; a file
-    whose stamp differs, or that does not parse, is ignored (and rewritten), never trusted.
-    Only values that survive a JSON round trip unchanged are stored (no NaN).
+    frames. The file carries the trace's cache key, its content digest and
+    :func:`signal_code_hash`; a file whose stamp differs, or that does not parse, is
+    ignored (and rewritten), never trusted. It is written only into an entry this cache
+    wrote (:func:`is_entry`). Only values that survive a JSON round trip unchanged are
+    stored (no NaN).
     """
 
     NAME = "signals.json"
 
-    def __init__(self, cache: FrameCache, key: dict[str, Any]) -> None:
-        self.path = cache.entry_dir(key) / self.NAME
-        self.stamp = {"key": key, "code": signal_code_hash()}
+    def __init__(self, cache: FrameCache, key: dict[str, Any], content: str) -> None:
+        self.entry = cache.entry_dir(key)
+        self.path = self.entry / self.NAME
+        self.stamp = {"key": key, "content": content, "code": signal_code_hash()}
 
     def get(self) -> dict[str, Any] | None:
         """``{"values", "errors", "idle_ledger"}`` when a current file exists, else None."""
         import orjson
 
         try:
-            doc = orjson.loads(self.path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            doc = orjson.loads(read_regular(self.path, MAX_DOC_BYTES))
+        except (OSError, ValueError):
             return None
         if not isinstance(doc, dict) or doc.get("stamp") != self.stamp:
             return None
@@ -439,7 +560,8 @@ class SignalStore:
         return doc
 
     def put(self, values: dict[str, Any], errors: dict[str, str], idle_ledger: dict[str, Any]) -> bool:
-        """Store the values (atomically); False when the entry folder cannot be written."""
+        """Store the values (atomically); False when there is no entry of this cache to store
+        them in, or it cannot be written."""
         import orjson
 
         def round_trips(v: Any) -> bool:
@@ -450,11 +572,10 @@ class SignalStore:
 
         kept = {k: v for k, v in values.items() if round_trips(v)}
         doc = {"stamp": self.stamp, "values": kept, "errors": dict(errors), "idle_ledger": idle_ledger}
-        if not round_trips(idle_ledger):
+        if not round_trips(idle_ledger) or not is_entry(self.entry):
             return False
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+            tmp = self.entry / f"{self.NAME}.tmp{os.getpid()}"
             tmp.write_bytes(orjson.dumps(doc))
             os.replace(tmp, self.path)
         except OSError:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,7 @@ class Environment:
         no_progress: ``TRACEDOC_NO_PROGRESS``: no progress line on stderr.
         debug: ``TRACEDOC_DEBUG``: an internal error ends in its traceback, not one line.
         dask_timeout: ``TRACEDOC_DASK_TIMEOUT``, how long to wait for a Dask scheduler
-            (``10s``-style, as Dask takes it).
+            (``10s``-style, as Dask takes it; checked here, a positive number with an optional unit).
 
     None (or False) means unset: each consumer keeps its own default.
     """
@@ -65,7 +66,8 @@ class Environment:
 
         Raises:
             tracedoc.errors.SettingsError: a variable holds a value it does not take (a size
-                that is not one, a yes/no variable with another word); the message names it.
+                that is not one, a yes/no variable with another word, a duration that is not
+                one); the message names it.
         """
         env = os.environ if environ is None else environ
 
@@ -81,7 +83,7 @@ class Environment:
             cache_max_bytes=_size(get, "CACHE_MAX_BYTES"),
             no_progress=_flag(get, "NO_PROGRESS"),
             debug=_flag(get, "DEBUG"),
-            dask_timeout=get("DASK_TIMEOUT"),
+            dask_timeout=_duration(get, "DASK_TIMEOUT"),
         )
 
 
@@ -98,6 +100,27 @@ def _size(get: Any, name: str, zero_ok: bool = False) -> int | None:
         return parse_size(text)
     except ValueError as exc:
         raise SettingsError(f"$TRACEDOC_{name}: {exc}") from None
+
+
+#: A duration as Dask's ``parse_timedelta`` reads it (a number, then an optional unit; seconds
+#: by default): the subset of its forms checked here, without importing Dask.
+_DURATION = re.compile(
+    r"(\d+(?:\.\d*)?|\.\d+)\s*"
+    r"(s|ms|us|ns|m|h|d|w|(?:second|minute|hour|day|week|millisecond|microsecond|nanosecond)s?)?",
+    re.IGNORECASE,
+)
+
+
+def _duration(get: Any, name: str) -> str | None:
+    """A positive duration variable (``10s``, ``500ms``, ``2 minutes``), kept as its text for
+    Dask; None when unset."""
+    text = get(name)
+    if text is None:
+        return None
+    m = _DURATION.fullmatch(text)
+    if not m or float(m.group(1)) <= 0:
+        raise SettingsError(f"$TRACEDOC_{name}: expected a positive duration such as 10s, 500ms or 2m, got {text!r}")
+    return text
 
 
 def _flag(get: Any, name: str) -> bool:

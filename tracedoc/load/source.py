@@ -2,8 +2,9 @@
 
 What can be read (see the README's "Limits and failure behaviour"):
 
-* a regular file, opened once: a large plain file is memory-mapped, a gzipped one is
-  decompressed as a stream;
+* a regular file, opened once: a plain file is read into one buffer of its size (never
+  memory-mapped: a mapped file truncated while it is read kills the process with SIGBUS),
+  a gzipped one is decompressed as a stream;
 * a FIFO or a pipe (``tracedoc analyze <(zcat t.json.gz)``, ``/dev/stdin``) and ``-``
   (standard input): read once as a stream;
 * nothing else: a directory, a character or block device (``/dev/zero``,
@@ -13,17 +14,25 @@ Every input is bounded by a limit on its JSON bytes (after decompression):
 :data:`DEFAULT_MAX_TRACE_BYTES`, raised with ``max_bytes=`` or the environment variable
 ``TRACEDOC_MAX_TRACE_BYTES``. The gzip trailer's size field (ISIZE) is never used to size a
 buffer: it is the size modulo 2**32 of the *last* member only, and garbage in a corrupt file.
+
+Inside :func:`record_reads`, each regular file read to its end is recorded with the SHA-256 of
+exactly the bytes read (:class:`ReadRecord`): the frame cache keys its entry on the bytes the
+trace was built from, without reading the file twice. :func:`file_sha256` hashes a file the
+same way; :func:`read_regular` reads a small file (the cache's own) as a regular file only.
 """
 
 from __future__ import annotations
 
-import mmap
+import contextlib
+import contextvars
+import hashlib
 import os
 import re
 import stat
 import sys
 import zlib
-from typing import IO, Callable
+from dataclasses import dataclass
+from typing import IO, Callable, Iterator
 
 from tracedoc.errors import TraceLoadError
 
@@ -38,7 +47,8 @@ MAX_BYTES_ENV = "TRACEDOC_MAX_TRACE_BYTES"
 #: The name standard input is shown as in messages.
 STDIN_NAME = "<stdin>"
 
-#: Plain files at least this large are memory-mapped rather than read.
+#: No longer used: no file is memory-mapped any more (a mapped file that shrinks while it is
+#: read raises SIGBUS, which Python cannot catch). Kept for code that still sets it.
 MMAP_MIN_BYTES = 16 << 20
 _BLANK = re.compile(rb"[ \t\n\r\x0b\x0c]*")
 
@@ -179,10 +189,11 @@ class _Sniffer:
         self.done = len(buf) >= i + _SNIFF_BYTES
 
 
-def _read_stream_bytes(fh: IO[bytes], limit: int, name: str, prefix: bytes = b"") -> bytearray:
-    """Read a raw stream to its end after ``prefix`` (bytes already read), at most ``limit``
-    bytes in all (one more is read to detect excess), refusing non-JSON early."""
-    buf = bytearray(prefix)
+def _read_stream_bytes(fh: IO[bytes], limit: int, name: str, prefix: bytes | bytearray = b"") -> bytearray:
+    """Read a raw stream to its end after ``prefix`` (bytes already read; a bytearray is
+    extended in place, not copied), at most ``limit`` bytes in all (one more is read to
+    detect excess), refusing non-JSON early."""
+    buf = prefix if isinstance(prefix, bytearray) else bytearray(prefix)
     sniffer = _Sniffer(name)
     sniffer.check(buf)
     while True:
@@ -193,6 +204,149 @@ def _read_stream_bytes(fh: IO[bytes], limit: int, name: str, prefix: bytes = b""
         sniffer.check(buf)
         if len(buf) > limit:
             raise _too_large(name, limit)
+
+
+def _fill(fh: IO[bytes], buf: bytearray, pos: int, sniffer: _Sniffer | None = None) -> int:
+    """Read into ``buf[pos:]`` until it is full or the file ends; returns the bytes now in ``buf``.
+    ``sniffer`` checks each chunk as it arrives (a file of zeros is refused after one chunk)."""
+    with memoryview(buf) as mv:
+        while pos < len(buf):
+            n = fh.readinto(mv[pos : pos + _CHUNK])
+            if not n:
+                break
+            pos += n
+            if sniffer is not None and not sniffer.done:
+                sniffer.check(mv[:pos])
+    return pos
+
+
+def _read_regular_bytes(fh: IO[bytes], name: str, size: int, limit: int, first: bytes) -> bytearray:
+    """A plain regular file, of ``size`` bytes when opened, after its ``first`` bytes: read
+    into one buffer of that size (one copy of the bytes, as a memory map would hold, and
+    no SIGBUS when the file is truncated meanwhile: the buffer just ends sooner). A file
+    that grew meanwhile is read on to its end, within ``limit``."""
+    if size > limit:
+        raise _too_large(name, limit)
+    buf = bytearray(max(size, len(first)))
+    buf[: len(first)] = first
+    n = _fill(fh, buf, len(first), _Sniffer(name))
+    if n < len(buf):
+        del buf[n:]  # shrank while read
+        return buf
+    return _read_stream_bytes(fh, limit, name, prefix=buf)
+
+
+class _Digesting:
+    """A raw file whose bytes, as they are read in order, are added to a SHA-256."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.hash = hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n)
+        self.hash.update(data)
+        return data
+
+    def readinto(self, b: memoryview) -> int:
+        n = self.fh.readinto(b) or 0
+        self.hash.update(b[:n])
+        return n
+
+    def fileno(self) -> int:
+        return self.fh.fileno()
+
+
+@dataclass(frozen=True)
+class ReadRecord:
+    """A regular file :func:`read_trace_bytes` read to its end inside :func:`record_reads`.
+
+    Attributes:
+        path: its real path (``os.path.realpath``).
+        size, mtime_ns: its ``fstat`` when it was opened (bytes; ns since the epoch).
+        sha256: SHA-256 (hex) of exactly the bytes read, compressed ones for a gzipped file.
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+_RECORDS: contextvars.ContextVar[list[ReadRecord] | None] = contextvars.ContextVar("tracedoc_reads", default=None)
+
+
+@contextlib.contextmanager
+def record_reads() -> Iterator[list[ReadRecord]]:
+    """Within the block, record every regular file :func:`read_trace_bytes` reads to its end
+    (in this thread or task), in the list yielded, oldest first. Hashing costs about
+    0.6 ms per MB (SHA-256; see ``benchmarks/cache_key.py``), paid only inside the block."""
+    records: list[ReadRecord] = []
+    token = _RECORDS.set(records)
+    try:
+        yield records
+    finally:
+        _RECORDS.reset(token)
+
+
+def _open_regular(path: str | os.PathLike[str]) -> tuple[IO[bytes], os.stat_result]:
+    """Open ``path`` for reading without blocking (a FIFO opened plainly waits for a writer)
+    and check, on the open file, that it is a regular file.
+
+    Raises:
+        OSError: it cannot be opened.
+        ValueError: it is not a regular file (a FIFO, a device, a socket, a directory).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{os.fspath(path)!r} is not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return open(fd, "rb", buffering=0), st  # noqa: SIM115 (the caller closes it)
+
+
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """All the bytes of a regular file of at most ``limit`` bytes (memory: at most ``limit``).
+
+    Anything else is refused before it is read: a FIFO (whose open would wait for a writer),
+    a device (``/dev/zero`` never ends), a socket, a directory.
+
+    Raises:
+        OSError: the file cannot be opened or read (FileNotFoundError when it is missing).
+        ValueError: not a regular file, or larger than ``limit`` (when opened or as read).
+    """
+    fh, st = _open_regular(path)
+    with fh:
+        if st.st_size > limit:
+            raise ValueError(f"{os.fspath(path)!r} is larger than {limit} bytes")
+        buf = bytearray(st.st_size + 1)  # one byte more: a file that grew meanwhile is seen
+        n = _fill(fh, buf, 0)
+        if n > st.st_size and (n > limit or fh.read(1)):
+            raise ValueError(f"{os.fspath(path)!r} grew past {limit} bytes while read")
+        return bytes(buf[:n])
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 (hex) of all the bytes of a regular file, the digest :class:`ReadRecord` gives
+    for the same bytes; memory: one 8 MiB chunk. Costs about 0.6 ms per MB on this project's
+    machine (OpenSSL's SHA-256 uses the CPU's SHA instructions; several times slower without
+    them, still less than reading the JSON).
+
+    Raises:
+        OSError: the file cannot be opened or read.
+        ValueError: not a regular file.
+    """
+    fh, _ = _open_regular(path)
+    with fh:
+        h = hashlib.sha256()
+        buf = bytearray(_CHUNK)  # large: in a second thread, each step waits for the GIL twice
+        with memoryview(buf) as mv:
+            while n := fh.readinto(buf):
+                h.update(mv[:n])
+    return h.hexdigest()
 
 
 class _Gunzip:
@@ -277,32 +431,28 @@ def _gunzip_stream(
 
 
 def _read_open(
-    fh: IO[bytes], name: str, regular: bool, size: int, limit: int, progress: Callable[[str], None] | None
-) -> tuple[bytearray | mmap.mmap, bool]:
-    """Read an open file or stream once; returns ``(bytes, gzipped)``."""
+    fh: IO[bytes] | _Digesting,
+    name: str,
+    regular: bool,
+    size: int,
+    limit: int,
+    progress: Callable[[str], None] | None,
+) -> tuple[bytearray, bool]:
+    """Read an open file or stream once, from its start, in order (``fh`` may add what it
+    reads to a hash); returns ``(bytes, gzipped)``."""
     first = fh.read(2)
     if first[:1] == GZIP_MAGIC[:1] and len(first) == 1:  # a stream may deliver one byte at a time
         first += fh.read(1)
     if first[:2] == GZIP_MAGIC:
         hint = 0
         if regular and size >= 18:
-            fh.seek(-4, os.SEEK_END)
-            hint = int.from_bytes(fh.read(4), "little")
+            hint = int.from_bytes(os.pread(fh.fileno(), 4, size - 4), "little")  # not through fh: no seek
             while hint < size:
                 hint += 1 << 32
-            fh.seek(2)
         return _gunzip_stream(fh, first, name, limit, progress, hint), True
     _Sniffer(name).check(first)
     if regular:
-        if size > limit:
-            raise _too_large(name, limit)
-        if size >= MMAP_MIN_BYTES:
-            try:
-                return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY), False
-            except (OSError, ValueError):
-                pass
-        fh.seek(0)
-        return _read_stream_bytes(fh, limit, name), False  # bounded: the file may have grown since stat
+        return _read_regular_bytes(fh, name, size, limit, first), False
     return _read_stream_bytes(fh, limit, name, prefix=first), False
 
 
@@ -310,7 +460,7 @@ def read_trace_bytes(
     path: str | os.PathLike[str],
     progress: Callable[[str], None] | None = None,
     max_bytes: int | None = None,
-) -> bytearray | mmap.mmap:
+) -> bytearray:
     """Return the (decompressed) JSON bytes of a trace, reading the input exactly once.
 
     Args:
@@ -321,10 +471,11 @@ def read_trace_bytes(
             :func:`max_trace_bytes` (``$TRACEDOC_MAX_TRACE_BYTES`` or 4 GiB).
 
     Returns:
-        a writable buffer: a large plain regular file as a private (copy-on-write) memory
-        map, whose few bytes the parallel decoder edits never reach the file; anything
-        else as a ``bytearray`` (a gzipped input decompressed as a stream). A stream cannot
-        be read twice: see :func:`rereadable`.
+        a ``bytearray`` (writable: the parallel decoder edits a few bytes): a plain regular
+        file read into one buffer of its size (not memory-mapped, so a file truncated while
+        it is read gives a shorter buffer, then a one-line error, never SIGBUS), a gzipped
+        input decompressed as a stream. A stream cannot be read twice: see :func:`rereadable`.
+        Inside :func:`record_reads`, a regular file read is recorded (:class:`ReadRecord`).
 
     Raises:
         TraceLoadError: one line naming the input (escaped) and the problem: missing,
@@ -360,7 +511,12 @@ def read_trace_bytes(
         with fh:
             st = os.fstat(fh.fileno())
             regular = stat.S_ISREG(st.st_mode)
-            data, gz = _read_open(fh, name, regular, st.st_size, limit, progress)
+            records = _RECORDS.get() if regular else None
+            src = _Digesting(fh) if records is not None else fh
+            data, gz = _read_open(src, name, regular, st.st_size, limit, progress)
+            if isinstance(src, _Digesting) and records is not None:
+                real = os.path.realpath(path)
+                records.append(ReadRecord(real, st.st_size, st.st_mtime_ns, src.hash.hexdigest()))
     except TraceLoadError:
         raise
     except FileNotFoundError:
@@ -388,10 +544,14 @@ def rereadable(path: str | os.PathLike[str]) -> bool:
 __all__ = [
     "DEFAULT_MAX_TRACE_BYTES",
     "MAX_BYTES_ENV",
+    "ReadRecord",
+    "file_sha256",
     "gzip_size_hint",
     "is_gzip",
     "max_trace_bytes",
     "parse_size",
+    "read_regular",
     "read_trace_bytes",
+    "record_reads",
     "rereadable",
 ]
