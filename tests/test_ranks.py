@@ -191,6 +191,9 @@ def test_empty_directory_and_duplicate_ranks(tmp_path):
     (note,) = json.loads(r.stdout)["notes"]
     assert "rank 1 in 2 traces (a.json: distributedInfo, rank-1.json: file name)" in note
     assert "warning: duplicate ranks" in r.stderr
+    for fmt in ("text", "markdown"):  # and in the report a person reads
+        r = runner.invoke(app, ["analyze", str(tmp_path), "-f", fmt, "--exit-zero"])
+        assert "note: duplicate ranks" in r.stdout and "rank-1.json" in r.stdout.split("note: duplicate")[1], fmt
     # ... and, forced into rank mode, an error
     r = runner.invoke(app, ["analyze", str(tmp_path), "--ranks"])
     assert r.exit_code == 2 and "rank 1 again" in r.stderr

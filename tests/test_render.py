@@ -340,12 +340,20 @@ def test_sarif_of_a_trace_without_findings_is_valid(sarif_validator):
 
 
 def fixloop_summary():
+    from tracedoc.report.fixloop import FixLoopSummary
+
     trial = {"predicted_saving_ms": None, "measured_saving_ms": None}
-    return {
-        "workload": "workloads/resnet.py",
-        "stop_reason": "no fix left to try",
-        "final": {"samples_per_s": 270.5, "speedup": 1.5, "trial": 1, "changes": ["num_workers=4"]},
-        "trials": [
+    return FixLoopSummary(
+        version="0",
+        workload="workloads/resnet.py",
+        out_dir="out",
+        device={},
+        options={},
+        noise_rule="",
+        baseline=None,
+        stop_reason="no fix left to try",
+        final={"samples_per_s": 270.5, "speedup": 1.5, "trial": 1, "changes": ["num_workers=4"]},
+        trials=[
             {**trial, "index": 0, "change": "baseline", "step_time_ms": 177.6, "samples_per_s": 180.2, "speedup": 1.0}
             | {"status": "baseline"},
             {"index": 1, "change": "num_workers: 0 -> 4", "step_time_ms": 118.3, "samples_per_s": 12270.5}
@@ -354,7 +362,7 @@ def fixloop_summary():
             | {"step_time_ms": 117.1, "samples_per_s": 270.1, "speedup": 1.49, "status": "reverted"}
             | {"predicted_saving_ms": 1.0, "measured_saving_ms": -0.2},
         ],
-    }
+    )
 
 
 def test_fixloop_table_fits_80_columns_without_cutting_numbers():

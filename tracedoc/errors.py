@@ -9,9 +9,13 @@ import os
 def display_path(path: str | os.PathLike[str] | bytes) -> str:
     """A file name safe to print on one line of a terminal.
 
-    Characters that are not printable (newline, tab, ESC and other control characters,
-    the surrogates Python uses for bytes of a file name that are not valid UTF-8) are
-    written as Python escapes (``\\n``, ``\\x1b``, ``\\udcff``); a backslash stays as it is.
+    Characters that are not printable (``str.isprintable``: Unicode categories Cc, Cf, Cs, Co,
+    Cn, Zl, Zp and spaces other than U+0020 -- newline, tab, ESC and the other C0 and C1
+    controls, the bidi embeddings, overrides and isolates U+202A-U+202E and U+2066-U+2069, the
+    zero-width characters U+200B-U+200D and U+FEFF, the surrogates Python uses for bytes of a
+    file name that are not valid UTF-8) are written as Python escapes (``\\n``, ``\\x1b``,
+    ``\\u202e``, ``\\udcff``); a backslash stays as it is. The renderers' escaping
+    (:mod:`tracedoc.render.escape`) starts from this.
     ``display_path("a\\nb.json")`` is ``'a\\\\nb.json'`` (shown as ``a\\nb.json``).
     """
     text = os.fsdecode(path) if isinstance(path, bytes) else str(path)
@@ -31,7 +35,9 @@ def display_path(path: str | os.PathLike[str] | bytes) -> str:
 
 
 def one_line(text: str) -> str:
-    """``text`` with line breaks and other control characters escaped (see :func:`display_path`)."""
+    """``text`` with line breaks and other control characters escaped (see :func:`display_path`):
+    what every stderr warning and error line is made of, so no text it quotes (a file name, an
+    option value, an exception) can move the cursor, retitle the terminal or split the line."""
     return display_path(text)
 
 

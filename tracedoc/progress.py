@@ -57,11 +57,14 @@ def progress_for(path: Path, json_output: bool, off: bool = False) -> Iterator[C
     from rich.console import Console
     from rich.markup import escape
 
+    from tracedoc.errors import display_path
+
     console = Console(stderr=True, highlight=False)
     start = time.perf_counter()
-    with console.status(f"{escape(path.name)}: starting", spinner="dots") as status:
+    name = escape(display_path(path.name))  # a file name's escape sequences are shown, not run
+    with console.status(f"{name}: starting", spinner="dots") as status:
 
         def update(message: str) -> None:
-            status.update(f"{escape(path.name)}: {escape(message)} [dim]({time.perf_counter() - start:.1f} s)[/]")
+            status.update(f"{name}: {escape(display_path(message))} [dim]({time.perf_counter() - start:.1f} s)[/]")
 
         yield update

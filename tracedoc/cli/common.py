@@ -4,6 +4,11 @@ vocabularies (formats, colours, levels), the report console, and the one error f
 Exit codes (ruff's convention): 0 clean, 1 findings at or above ``--fail-on``, 2 error (bad
 input, bad usage). The report goes to stdout; progress, warnings and errors go to stderr,
 errors as a single line.
+
+Every line :data:`err_console` prints is made one line of printable text first
+(:func:`tracedoc.errors.one_line`: control characters, escape sequences, bidi and zero-width
+characters and line breaks written as ``\x1b``, ``\u202e``, ``\n``), so a file name, an option
+value or an exception text cannot retitle the terminal, move the cursor or split the line.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tracedoc.errors import TracedocError, display_path
+from tracedoc.errors import TracedocError, display_path, one_line
+from tracedoc.render.escape import OneLineConsole
 
 app = typer.Typer(
     add_completion=False,
@@ -29,7 +35,8 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="Diagnose PyTorch Profiler traces: ranked findings with evidence, estimated savings and fixes.",
 )
-err_console = Console(stderr=True, highlight=False)
+#: Where warnings and errors go: stderr, each message one line of printable text.
+err_console = OneLineConsole(stderr=True, highlight=False)
 
 #: The variable that lets an internal error end in a traceback instead of one line.
 DEBUG_ENV = "TRACEDOC_DEBUG"
@@ -69,8 +76,9 @@ EXIT_CODES = (
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``tracedoc: error: message`` on one stderr line and return the Exit to raise."""
-    err_console.print(f"tracedoc: error: {escape(message)}", soft_wrap=True)
+    """Print ``tracedoc: error: message`` on one stderr line (control characters and line
+    breaks escaped, :func:`tracedoc.errors.one_line`) and return the Exit to raise."""
+    err_console.print(f"tracedoc: error: {escape(one_line(message))}", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -144,7 +152,7 @@ def open_output(output: Optional[Path]) -> Iterator[tuple[IO[str], Optional[IO[s
     try:
         fh = open(output, "w", encoding="utf-8") if output is not None else None  # noqa: SIM115
     except OSError as exc:
-        raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+        raise fail(f"{display_path(output)}: cannot write ({exc.strerror or exc})") from None
     try:
         yield (fh if fh is not None else sys.stdout), fh
     finally:

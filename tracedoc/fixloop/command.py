@@ -245,9 +245,9 @@ def fix_loop(
     ),
 ) -> None:
     """Run the workload, apply the top finding's fix, re-measure, keep it only if it really helps; repeat."""
-    from rich.console import Console
+    from tracedoc.render.escape import OneLineConsole
 
-    err = Console(stderr=True)
+    err = OneLineConsole(stderr=True)
     if out is not None:  # resolved once, now: nothing later may read it against another directory
         out = Path(os.path.abspath(out))
     if not workload.is_file():

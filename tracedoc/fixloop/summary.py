@@ -101,12 +101,13 @@ def write_summary(
         the files that could not be written, name -> the :class:`OSError` (empty: all were);
         a failed write never stops the others and is never raised.
     """
-    summary = as_dict(summary)
-    parts = [("summary.json", json.dumps(strict_json(summary), indent=2, allow_nan=False, default=str) + "\n")]
+    doc = summary if isinstance(summary, FixLoopSummary) else FixLoopSummary.from_dict(summary)
+    plain = as_dict(doc)
+    parts = [("summary.json", json.dumps(strict_json(plain), indent=2, allow_nan=False, default=str) + "\n")]
     if not only_json:
-        parts.append(("summary.md", render_markdown(summary)))
-        if summary.get("final") is not None:
-            parts.append(("final_config.json", json.dumps(summary["final"]["config"], indent=2) + "\n"))
+        parts.append(("summary.md", render_markdown(doc)))
+        if plain.get("final") is not None:
+            parts.append(("final_config.json", json.dumps(plain["final"]["config"], indent=2) + "\n"))
     failed: dict[str, OSError] = {}
     for name, text in parts:
         try:

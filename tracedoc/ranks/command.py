@@ -51,11 +51,11 @@ def analyze_many(
     ``settings`` (selectors, strictness, floors, the size limit) and ``rules`` (parsed, with the
     ``[tool.tracedoc]`` threshold overrides applied) reach every rank's analysis, as they reach
     a single trace's (as arguments: no environment side channel)."""
-    from rich.console import Console
     from rich.markup import escape
 
     from tracedoc.ranks.discover import describe_skipped
     from tracedoc.ranks.executors import analyze_inputs
+    from tracedoc.render.escape import OneLineConsole
     from tracedoc.text import plural
 
     report = analyze_inputs(
@@ -69,7 +69,7 @@ def analyze_many(
         progress=progress,
         rules=rules,
     )
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = OneLineConsole(stderr=True, highlight=False, soft_wrap=True)
     n_all = len(report.failed) + (len(report.ranks) if isinstance(report, MultiRankReport) else len(report.traces))
     for r in report.failed:
         err.print(

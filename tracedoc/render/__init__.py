@@ -22,6 +22,15 @@ breakdown as a plotly figure. Every other format returns the whole output as one
 rendered before any file is opened, so a renderer that cannot run (``html`` without plotly)
 leaves no half-written file.
 
+Trace text (kernel, op, device, rank and file names, skip reasons) is escaped for the output
+it goes to (:mod:`tracedoc.render.escape`): :func:`render` gives every renderer but the
+structured ones (:data:`STRUCTURED`) the document with its strings all
+:func:`~tracedoc.render.escape.visible` (no control, bidi or zero-width character, no line
+break, no surrogate of a non-UTF-8 file name), and each renderer applies its output's escape
+(terminal markup, Markdown, HTML, plotly, workflow commands, SARIF messages) where it writes
+such a string. JSON and SARIF keep the document's strings as they are (their encoder escapes
+them), but for lone surrogates, which JSON cannot hold (:func:`~tracedoc.render.escape.json_safe`).
+
 Renderers read documents; they never compute signals and never import the layers that build
 the documents (the analysis, the rank jobs, the comparison, the fix-loop), so the documents'
 notebook hooks (``Report.print``, ``_repr_html_``) can call in here.
@@ -47,9 +56,9 @@ KINDS = {
 
 
 def _json(doc: Any, **_: Any) -> str:
-    import orjson
+    from tracedoc.render.escape import json_text
 
-    return orjson.dumps(doc.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
+    return json_text(doc.to_dict()) + "\n"
 
 
 def _report_text(doc: Any, console: Any, top: int | None = None, **_: Any) -> None:
@@ -217,6 +226,11 @@ RENDERERS: dict[tuple[str, str], Callable[..., Any]] = {
 #: Formats that are not output formats of the command line (``summary`` is ``--quiet``).
 INTERNAL_FORMATS = ("summary", "fragment", "figure")
 
+#: Structured formats: their renderers get the document as it is (their encoders escape; the
+#: SARIF renderer escapes its messages itself). Every other renderer gets the document with its
+#: strings all :func:`tracedoc.render.escape.visible` (:func:`tracedoc.render.escape.document`).
+STRUCTURED = ("json", "sarif")
+
 
 def kind_of(document: Any) -> str:
     """The document's kind (its class's ``KIND``).
@@ -262,4 +276,8 @@ def render(document: Any, fmt: str, **options: Any) -> Any:
         from rich.console import Console
 
         options["console"] = Console(highlight=False)
+    if fmt not in STRUCTURED:
+        from tracedoc.render.escape import document as escaped
+
+        document = escaped(document)
     return fn(document, **options)

@@ -1,6 +1,10 @@
 """The comparison of ``tracedoc diff`` (:class:`tracedoc.report.comparison.DiffResult`) in the
-terminal (rich) and in Markdown; JSON is its ``to_dict``. :mod:`tracedoc.render` chooses. Paths, rule messages and cause names come from
-the inputs and are escaped before rich renders them.
+terminal (rich) and in Markdown; JSON is its ``to_dict``. :mod:`tracedoc.render` chooses.
+
+The renderers read the document's attributes (its sides, findings by status and outlier steps
+are plain JSON data in the document itself, so those are read by key). Paths, devices, rule
+names and cause names come from the inputs: rich markup is escaped before rich renders them,
+and the Markdown puts them in code spans or through :func:`tracedoc.render.escape.markdown`.
 """
 
 from __future__ import annotations
@@ -11,11 +15,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tracedoc.render.escape import code_span, markdown
 from tracedoc.report.comparison import OFFSET_MIN_MS
 from tracedoc.text import plural
 
 if TYPE_CHECKING:
-    from tracedoc.report.comparison import DiffResult
+    from tracedoc.report.comparison import DiffResult, Row
 
 
 def _ms(v: float | None, signed: bool = False) -> str:
@@ -75,74 +80,84 @@ def _side(d: dict[str, Any]) -> str:
     return f"{d['path']} ({d['kind']}{dev}, {plural(n, 'step') if isinstance(n, int) else 'steps unknown'})"
 
 
+def _md_row(r: Row) -> str:
+    """One category (or cause) before and after as a Markdown table row."""
+    return f"| {markdown(r.name)} | {_ms(r.before)} | {_ms(r.after)} | {_ms(r.change, True)} |"
+
+
+def _md_finding(r: dict[str, Any], cell: bool = False) -> str:
+    """A finding of a comparison in Markdown: its code and, in a code span, its name (``|``
+    escaped in a table ``cell``: GFM splits cells on it even inside a code span)."""
+    name = code_span(r["name"])
+    return f"{markdown(r['code'])} {name.replace('|', chr(92) + '|') if cell else name}"
+
+
 class MarkdownDiffRenderer:
     """A Markdown summary: step time, breakdown and idle-ledger tables, findings, and
     predicted vs measured savings (for a pull request or a CI job summary)."""
 
     def render(self, result: DiffResult) -> str:
         """The Markdown text, ending with a newline; times in ms per step."""
-        d = result.to_dict()
-        st = d["step_time_ms"]
+        d, st = result, result.step_time
         lines = [
             "# tracedoc diff",
             "",
-            f"- before: `{_side(d['before'])}`",
-            f"- after: `{_side(d['after'])}`",
-            f"- step time: {_ms(st['before'])} ms -> {_ms(st['after'])} ms "
-            f"({_ms(st['change_ms'], True)}{_se(st['change_se_ms'])} ms, {_pct(st['change_pct'])}); median step "
-            f"{_ms(st['median_before'])} -> {_ms(st['median_after'])} ms",
+            f"- before: {code_span(_side(d.before))}",
+            f"- after: {code_span(_side(d.after))}",
+            f"- step time: {_ms(st.before)} ms -> {_ms(st.after)} ms "
+            f"({_ms(st.change_ms, True)}{_se(st.change_se)} ms, {_pct(st.change_pct)}); median step "
+            f"{_ms(st.median_before)} -> {_ms(st.median_after)} ms",
             "",
             "## Step-time breakdown (ms per step)",
             "",
             "| category | before | after | change |",
             "|---|---|---|---|",
         ]
-        for r in d["breakdown_ms"]:
-            lines.append(
-                f"| {r['name']} | {_ms(r['before_ms'])} | {_ms(r['after_ms'])} | {_ms(r['change_ms'], True)} |"
-            )
-        for dev, rows in d["idle_ledger_ms"].items():
-            lines += ["", f"## GPU idle ledger, {dev} (ms per step)", "", "| cause | before | after | change |"]
+        lines += [_md_row(r) for r in d.breakdown]
+        for dev, rows in d.idle_ledger.items():
+            lines += [
+                "",
+                f"## GPU idle ledger, {markdown(dev)} (ms per step)",
+                "",
+                "| cause | before | after | change |",
+            ]
             lines.append("|---|---|---|---|")
-            for r in rows:
-                lines.append(
-                    f"| {r['name']} | {_ms(r['before_ms'])} | {_ms(r['after_ms'])} | {_ms(r['change_ms'], True)} |"
-                )
+            lines += [_md_row(r) for r in rows]
         lines += ["", "## Resolved findings: predicted vs measured saving (ms per step)", ""]
-        if d["resolved"]:
+        if d.resolved:
             lines += [
                 "| finding | predicted | its slice fell | ratio | measured (mean step) | ratio "
                 "| measured (median step) | ratio |",
                 "|---|---|---|---|---|---|---|---|",
             ]
-            for r in d["resolved"]:
+            for r in d.resolved:
                 lines.append(
-                    f"| {r['code']} `{r['name']}` | {predicted_cell(r)} "
+                    f"| {_md_finding(r, cell=True)} | {predicted_cell(r)} "
                     f"| {_ms(r.get('measured_slice_saving_ms'))} | {_ratio(r.get('ratio_slice'))} "
                     f"| {_ms(r['measured_saving_ms'])} | {_ratio(r['ratio'])} "
                     f"| {_ms(r['measured_saving_median_ms'])} | {_ratio(r['ratio_median'])} |"
                 )
-            lines += [""] + [f"- {t}" for t in map(offset_sentence, d["resolved"]) if t]
+            lines += [""] + [f"- {markdown(t, line_start=True)}" for t in map(offset_sentence, d.resolved) if t]
         else:
             lines.append("None.")
         lines += ["", "## New findings", ""]
         lines += [
-            f"- {r['code']} `{r['name']}` ({r['severity']}, est. saving {_ms(r['estimated_saving_ms'])} ms)"
-            for r in d["new"]
+            f"- {_md_finding(r)} ({markdown(r['severity'])}, est. saving {_ms(r['estimated_saving_ms'])} ms)"
+            for r in d.new
         ] or ["None."]
         lines += ["", "## Changed findings", ""]
         lines += [
-            f"- {r['code']} `{r['name']}`: {r['severity_before']} -> {r['severity_after']}, est. saving "
+            f"- {_md_finding(r)}: {markdown(r['severity_before'])} -> {markdown(r['severity_after'])}, est. saving "
             f"{_ms(r['saving_before_ms'])} -> {_ms(r['saving_after_ms'])} ms"
-            for r in d["changed"]
+            for r in d.changed
         ] or ["None."]
-        if d["persisting"]:
-            lines += ["", "Unchanged: " + ", ".join(f"{r['code']} `{r['name']}`" for r in d["persisting"])]
+        if d.persisting:
+            lines += ["", "Unchanged: " + ", ".join(_md_finding(r) for r in d.persisting)]
         for side in ("before", "after"):
-            for o in d["outlier_steps"].get(side, []):
+            for o in d.outlier_steps.get(side, []):
                 lines.append(
-                    f"\nOutlier step {o['step']} ({side}): {_ms(o['step_time_ms'])} ms, "
-                    f"{_ms(o['excess_ms'], True)} ms over the median step, mostly {o['top_category']} "
+                    f"\nOutlier step {markdown(o['step'])} ({side}): {_ms(o['step_time_ms'])} ms, "
+                    f"{_ms(o['excess_ms'], True)} ms over the median step, mostly {markdown(o['top_category'])} "
                     f"({_ms(o['top_category_excess_ms'], True)} ms)."
                 )
         return "\n".join(lines) + "\n"
@@ -156,18 +171,18 @@ class TextDiffRenderer:
         self.console = console
 
     @staticmethod
-    def _change_table(title: str, first: str, rows: list[dict[str, Any]]) -> Table:
+    def _change_table(title: str, first: str, rows: list[Row]) -> Table:
         t = Table(title=title, title_justify="left", show_edge=False)
         t.add_column(first)
         for col in ("before", "after", "change"):
             t.add_column(col, justify="right")
         for r in rows:
-            c = r["change_ms"]
+            c = r.change
             style = "" if c is None or abs(c) < 0.05 else ("red" if c > 0 else "green")
             t.add_row(
-                escape(str(r["name"])),
-                _ms(r["before_ms"]),
-                _ms(r["after_ms"]),
+                escape(str(r.name)),
+                _ms(r.before),
+                _ms(r.after),
                 f"[{style}]{_ms(c, True)}[/]" if style else _ms(c, True),
             )
         return t
@@ -175,25 +190,24 @@ class TextDiffRenderer:
     def render(self, result: DiffResult) -> None:
         """Print the comparison on the console; times in ms per step."""
         c = self.console
-        d = result.to_dict()
-        st = d["step_time_ms"]
+        d, st = result, result.step_time
         c.print("[bold]tracedoc diff[/]")
-        c.print(f"  before: {escape(_side(d['before']))}")
-        c.print(f"  after:  {escape(_side(d['after']))}")
-        change = st["change_ms"]
+        c.print(f"  before: {escape(_side(d.before))}")
+        c.print(f"  after:  {escape(_side(d.after))}")
+        change = st.change_ms
         style = "red" if change is not None and change > 0 else "green"
         c.print(
-            f"  step time [bold]{_ms(st['before'])} ms -> {_ms(st['after'])} ms[/] "
-            f"[{style}]({_ms(change, True)}{_se(st['change_se_ms'])} ms, {_pct(st['change_pct'])})[/]   median step "
-            f"{_ms(st['median_before'])} -> {_ms(st['median_after'])} ms ({_ms(st['median_change_ms'], True)} ms)"
+            f"  step time [bold]{_ms(st.before)} ms -> {_ms(st.after)} ms[/] "
+            f"[{style}]({_ms(change, True)}{_se(st.change_se)} ms, {_pct(st.change_pct)})[/]   median step "
+            f"{_ms(st.median_before)} -> {_ms(st.median_after)} ms ({_ms(st.median_change_ms, True)} ms)"
         )
         c.print()
-        c.print(self._change_table("step-time breakdown (ms per step)", "category", d["breakdown_ms"]))
-        for dev, rows in d["idle_ledger_ms"].items():
+        c.print(self._change_table("step-time breakdown (ms per step)", "category", d.breakdown))
+        for dev, rows in d.idle_ledger.items():
             c.print()
             c.print(self._change_table(f"GPU idle ledger, {escape(dev)} (ms per step)", "cause", rows))
         c.print()
-        if d["resolved"]:
+        if d.resolved:
             t = Table(
                 title="resolved: predicted vs measured saving (ms per step)", title_justify="left", show_edge=False
             )
@@ -204,7 +218,7 @@ class TextDiffRenderer:
                 spread = "" if se is None or v is None else f"±{se:.1f}"
                 return f"{_ms(v)}{spread} ({_ratio(ratio)})" if v is not None else "n/a"
 
-            for r in d["resolved"]:
+            for r in d.resolved:
                 t.add_row(
                     f"{_e(r['code'])} {_e(r['name'])}",
                     predicted_cell(r),
@@ -219,25 +233,25 @@ class TextDiffRenderer:
                 "step fell = step time before - after (mean of complete steps ± its standard error; median "
                 "step beside it); (ratio) = predicted / measured[/]"
             )
-            for text in map(offset_sentence, d["resolved"]):
+            for text in map(offset_sentence, d.resolved):
                 if text:
                     c.print(f"  {escape(text)}")
         else:
             c.print("[dim]No finding resolved.[/]")
-        for r in d["new"]:
+        for r in d.new:
             c.print(
                 f"[yellow]new[/]      {_e(r['code'])} {_e(r['name'])} ({_e(r['severity'])}), "
                 f"est. saving {_ms(r['estimated_saving_ms'])} ms"
             )
-        for r in d["changed"]:
+        for r in d.changed:
             c.print(
                 f"[cyan]changed[/]  {_e(r['code'])} {_e(r['name'])}: {_e(r['severity_before'])} -> {_e(r['severity_after'])}, "
                 f"est. saving {_ms(r['saving_before_ms'])} -> {_ms(r['saving_after_ms'])} ms"
             )
-        for r in d["persisting"]:
+        for r in d.persisting:
             c.print(f"[dim]same     {_e(r['code'])} {_e(r['name'])}, est. saving {_ms(r['saving_after_ms'])} ms[/]")
         for side in ("before", "after"):
-            for o in d["outlier_steps"].get(side, []):
+            for o in d.outlier_steps.get(side, []):
                 c.print(
                     f"[dim]outlier step {_e(o['step'])} ({side}): {_ms(o['step_time_ms'])} ms, "
                     f"{_ms(o['excess_ms'], True)} ms over the median step, mostly {escape(str(o['top_category']))} "

@@ -1,18 +1,23 @@
-"""The fix-loop summary (:class:`tracedoc.report.fixloop.FixLoopSummary`, or its JSON form as a
-dict) as a terminal table with its notes, and as Markdown (``summary.md``)."""
+"""The fix-loop summary (:class:`tracedoc.report.fixloop.FixLoopSummary`) as a terminal table
+with its notes, and as Markdown (``summary.md``).
+
+The renderers read the document's attributes; its JSON form (a saved ``summary.json``, or
+``to_dict()``) is read back with :meth:`FixLoopSummary.from_dict` first (:func:`document`).
+A trial, the device, the options and ``final`` are plain JSON data in the document itself,
+so those are read by key."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from tracedoc.report.fixloop import as_dict
+from tracedoc.render.escape import code_span, markdown
+from tracedoc.render.escape import document as escaped
+from tracedoc.report.fixloop import FixLoopSummary
 
 if TYPE_CHECKING:
     from rich.table import Table
-
-    from tracedoc.report.fixloop import FixLoopSummary
 
 #: The table's columns (text and Markdown).
 COLUMNS = ("#", "change", "step ms", "samples/s", "CV", "speedup", "status", "predicted ms", "measured ms")
@@ -28,11 +33,22 @@ def _num(value: float | None, digits: int = 1, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
+def document(summary: FixLoopSummary | dict[str, Any]) -> FixLoopSummary:
+    """The document itself, or the document of its JSON form (``to_dict()``, a saved
+    ``summary.json``), with every string made visible (:func:`tracedoc.render.escape.visible`:
+    workload names, errors and reasons are the workload's text, and ``summary.md`` is written
+    from here without the registry).
+
+    Raises:
+        tracedoc.errors.DocumentError: a dict that is not a fix-loop summary of this schema.
+    """
+    return escaped(summary if isinstance(summary, FixLoopSummary) else FixLoopSummary.from_dict(summary))
+
+
 def rows(summary: FixLoopSummary | dict[str, Any]) -> list[list[str]]:
     """The table's rows as text, one per trial, in :data:`COLUMNS` order."""
-    summary = as_dict(summary)
     out = []
-    for t in summary["trials"]:
+    for t in document(summary).trials:
         speed = "-" if t.get("speedup") is None else f"{t['speedup']:.2f}x"
         ab = t.get("ab") or {}
         if ab.get("rounds"):
@@ -59,26 +75,27 @@ def rows(summary: FixLoopSummary | dict[str, Any]) -> list[list[str]]:
     return out
 
 
-def _final_line(summary: FixLoopSummary | dict[str, Any]) -> str:
-    summary = as_dict(summary)
-    final = summary.get("final")
+def _final_line(summary: FixLoopSummary, esc: Callable[[Any], str] = str) -> str:
+    """The closing sentence; ``esc`` escapes the workload's text in it (the changes, the reason)."""
+    final = summary.final
     if final is None:
-        return f"No result: {summary.get('stop_reason')}."
-    changes = ", ".join(final["changes"]) or "none kept"
+        return f"No result: {esc(summary.stop_reason)}."
+    changes = ", ".join(map(esc, final["changes"])) or "none kept"
     return (
         f"Final: {_num(final['samples_per_s'])} samples/s, {final['speedup']:.2f}x the baseline "
-        f"(trial {final['trial']}; changes: {changes}). Stopped: {summary.get('stop_reason')}."
+        f"(trial {final['trial']}; changes: {changes}). Stopped: {esc(summary.stop_reason)}."
     )
 
 
 def render_markdown(summary: FixLoopSummary | dict[str, Any]) -> str:
     """The summary as a Markdown document (table, final result, notes, the noise rule)."""
-    summary = as_dict(summary)
-    dev = summary.get("device") or {}
+    summary = document(summary)
+    dev = summary.device or {}
     lines = [
-        f"# tracedoc fix-loop: `{Path(summary['workload']).name}`",
+        f"# tracedoc fix-loop: {code_span(Path(summary.workload).name)}",
         "",
-        f"Device: {dev.get('name', '?')} ({dev.get('type', '?')}), torch {dev.get('torch', '?')}. "
+        f"Device: {markdown(dev.get('name', '?'))} ({markdown(dev.get('type', '?'))}), "
+        f"torch {markdown(dev.get('torch', '?'))}. "
         f"Savings are ms per step of the incumbent; predicted = the finding's estimated saving, "
         f"measured = incumbent step time - candidate step time (per sample when the batch size changes), "
         f"both from interleaved A/B rounds; CV = coefficient of variation of the candidate's rounds "
@@ -87,35 +104,42 @@ def render_markdown(summary: FixLoopSummary | dict[str, Any]) -> str:
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---:" if c not in ("change", "status") else "---" for c in COLUMNS) + "|",
     ]
-    for row in rows(summary):
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
-    lines += ["", _final_line(summary), ""]
-    if summary.get("warnings"):
-        lines += ["## Warnings", ""] + [f"- {w}" for w in summary["warnings"]] + [""]
-    decided = [t for t in summary["trials"] if t.get("decision")]
+    for row in (map(markdown, r) for r in rows(summary)):
+        lines.append("| " + " | ".join(row) + " |")  # markdown() escapes | too
+    lines += ["", _final_line(summary, markdown), ""]
+    if summary.warnings:
+        lines += ["## Warnings", ""] + [f"- {markdown(w, line_start=True)}" for w in summary.warnings] + [""]
+    decided = [t for t in summary.trials if t.get("decision")]
     if decided:
-        lines += ["## Decisions", ""] + [f"- trial {t['index']}: {t['decision']['reason']}" for t in decided] + [""]
-    errors = [t for t in summary["trials"] if t.get("error")]
+        lines += ["## Decisions", ""]
+        # the loop's own sentence (figures), made visible with the rest of the document
+        lines += [f"- trial {t['index']}: {t['decision']['reason']}" for t in decided] + [""]
+    errors = [t for t in summary.trials if t.get("error")]
     if errors:
         lines += (
-            ["## Failed trials", ""] + [f"- trial {t['index']} ({t['status']}): {t['error']}" for t in errors] + [""]
+            ["## Failed trials", ""]
+            + [f"- trial {t['index']} ({t['status']}): {markdown(t['error'])}" for t in errors]
+            + [""]
         )
-    if summary.get("not_applicable"):
+    if summary.not_applicable:
         lines += ["## Not applicable on this device", ""]
-        lines += [f"- `{n['knob']}`: {n['reason']}" for n in summary["not_applicable"]] + [""]
-    if summary.get("skipped"):
+        lines += [f"- {code_span(n['knob'])}: {markdown(n['reason'])}" for n in summary.not_applicable] + [""]
+    if summary.skipped:
         lines += ["## Fixes not tried", ""]
-        lines += [f"- {s['code']} {s['name']} -> `{s['knob']}`: {s['reason']}" for s in summary["skipped"]] + [""]
-    opts = summary["options"]
+        lines += [
+            f"- {markdown(s['code'])} {markdown(s['name'])} -> {code_span(s['knob'])}: {markdown(s['reason'])}"
+            for s in summary.skipped
+        ] + [""]
+    opts = summary.options
     lines += [
         "## Keep rule",
         "",
-        f"{summary['noise_rule']}; here min_gain = {opts['min_gain']:.0%}, "
+        f"{summary.noise_rule}; here min_gain = {opts['min_gain']:.0%}, "
         f"{opts.get('ab_rounds')} to {opts.get('max_rounds')} rounds.",
         "",
     ]
-    if summary.get("final") is not None:
-        lines += ["## Final configuration", "", "```json", json.dumps(summary["final"]["config"], indent=2), "```", ""]
+    if summary.final is not None:
+        lines += ["## Final configuration", "", "```json", json.dumps(summary.final["config"], indent=2), "```", ""]
     return "\n".join(lines)
 
 
@@ -134,7 +158,7 @@ def render_table(summary: FixLoopSummary | dict[str, Any], width: int | None = N
 
     from tracedoc.text import middle_ellipsis
 
-    summary = as_dict(summary)
+    summary = document(summary)
     style = {
         "kept": "green",
         "baseline": "bold",
@@ -146,7 +170,7 @@ def render_table(summary: FixLoopSummary | dict[str, Any], width: int | None = N
         "interrupted": "magenta",
     }
     table = Table(
-        title=f"tracedoc fix-loop: {escape(Path(summary['workload']).name)}",
+        title=f"tracedoc fix-loop: {escape(Path(summary.workload).name)}",
         caption=escape(_final_line(summary)),
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -180,9 +204,9 @@ def render_table(summary: FixLoopSummary | dict[str, Any], width: int | None = N
 
 def render_notes(summary: FixLoopSummary | dict[str, Any]) -> list[str]:
     """Plain-text notes printed under the table: failures, not-applicable knobs, fixes not tried."""
-    summary = as_dict(summary)
-    notes = [f"warning: {w}" for w in summary.get("warnings") or []]
-    notes += [f"trial {t['index']} {t['status']}: {t['error']}" for t in summary["trials"] if t.get("error")]
-    notes += [f"{n['knob']}: {n['reason']}" for n in summary.get("not_applicable") or []]
-    notes += [f"{s['code']} {s['name']} -> {s['knob']}: {s['reason']}" for s in summary.get("skipped") or []]
+    summary = document(summary)
+    notes = [f"warning: {w}" for w in summary.warnings]
+    notes += [f"trial {t['index']} {t['status']}: {t['error']}" for t in summary.trials if t.get("error")]
+    notes += [f"{n['knob']}: {n['reason']}" for n in summary.not_applicable]
+    notes += [f"{s['code']} {s['name']} -> {s['knob']}: {s['reason']}" for s in summary.skipped]
     return notes

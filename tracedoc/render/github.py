@@ -3,8 +3,12 @@
 Each finding becomes ``::error``, ``::warning`` or ``::notice`` (for ``info``) with the
 trace as ``file`` and the rule as ``title``; the message holds the finding, its saving
 and the fix. Escaping follows GitHub's ``@actions/core`` toolkit (the documented
-workflow-command encoding): in the message ``%``, CR and LF become ``%25``, ``%0D``,
-``%0A``; in a property value ``:`` and ``,`` also become ``%3A`` and ``%2C``. A skipped
+workflow-command encoding, :func:`tracedoc.render.escape.workflow_data` and
+:func:`~tracedoc.render.escape.workflow_property`): in the message ``%``, CR and LF become
+``%25``, ``%0D``, ``%0A``; in a property value ``:`` and ``,`` also become ``%3A`` and ``%2C``.
+Trace text (the file name, a skip reason) is made visible first
+(:func:`~tracedoc.render.escape.visible`), so no line break or control character of its own
+reaches the log: every line that starts with ``::`` is one of these annotations. A skipped
 rule is a ``::notice``; the last line is the plain summary line.
 """
 
@@ -12,19 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracedoc.render.escape import visible
+from tracedoc.render.escape import workflow_data as escape_data
+from tracedoc.render.escape import workflow_property as escape_property
 from tracedoc.render.report import dedupe_vendor, summary_line
 
+__all__ = ["LEVEL", "GithubRenderer", "annotation", "escape_data", "escape_property"]
+
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
-
-
-def escape_data(text: str) -> str:
-    """Escape a workflow-command message."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(text: str) -> str:
-    """Escape a workflow-command property value (``file=``, ``title=``)."""
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def annotation(level: str, message: str, **props: str) -> str:
@@ -38,7 +37,7 @@ class GithubRenderer:
 
     def lines(self, report: Any, path: str | None = None) -> list[str]:
         """The annotation lines of one report (``path`` overrides the trace path)."""
-        file = path or report.trace["path"]
+        file = visible(path or report.trace["path"])
         out = []
         for f in report.findings:
             saving = "" if f.estimated_saving_ms is None else f" (~{f.estimated_saving_ms:.1f} ms/step)"
@@ -46,7 +45,9 @@ class GithubRenderer:
             out.append(annotation(LEVEL[f.severity], msg, file=file, title=f"{f.code} {f.name}{saving}"))
         for k in report.skipped:
             out.append(
-                annotation("notice", f"skipped: {dedupe_vendor(k.reason)}", file=file, title=f"{k.code} {k.name}")
+                annotation(
+                    "notice", f"skipped: {visible(dedupe_vendor(k.reason))}", file=file, title=f"{k.code} {k.name}"
+                )
             )
         return out
 

@@ -5,8 +5,10 @@ the step-time breakdown for every step, the idle ledger (when the report has one
 kernel time by category and the top kernels (when the report has kernels), and for a
 rank directory the step time of every rank. Plots are made with plotly (the ``html``
 extra: ``pip install 'tracedoc[html]'``) and plotly.js is embedded once in the page, so
-the file is about 5 MB and needs nothing else. Trace text (kernel names, paths) is
-HTML-escaped.
+the file is about 5 MB and needs nothing else. Trace text (kernel names, paths, devices)
+is escaped for where it goes (:mod:`tracedoc.render.escape`): :func:`~tracedoc.render.escape.html`
+in the page, :func:`~tracedoc.render.escape.plotly` in the charts' labels, legends and hover
+text (plotly draws its own ``<a href>``, ``<span style>`` and ``<br>`` tags).
 
 Kernel time by category and the top kernels come from the report's ``kernels`` section (the
 table signals ``kernel_time_by_category`` and ``top_kernels`` of :mod:`tracedoc.signals.gpu`):
@@ -15,9 +17,10 @@ the page is drawn from the document alone, never from the trace's frames.
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
+from tracedoc.render.escape import html as _e
+from tracedoc.render.escape import plotly as _p
 from tracedoc.render.report import (
     BREAKDOWN,
     ORDER_NOTE,
@@ -45,10 +48,6 @@ table{border-collapse:collapse;margin:.5rem 0;font-size:.9em} th,td{border:1px s
 text-align:left;vertical-align:top} td.num{text-align:right} .fix{background:#dafbe1;padding:.4rem .6rem;
 border-radius:6px} .skipped{color:#57606a}
 """
-
-
-def _e(v: Any) -> str:
-    return html.escape(str(v), quote=True)
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -184,22 +183,22 @@ class HtmlRenderer:
             for d in devices:
                 causes += [c for c in ledger[d] if c not in causes]
             for c in causes:
-                fig.add_bar(name=c, x=devices, y=[ledger[d].get(c, 0.0) for d in devices])
+                fig.add_bar(name=_p(c), x=[_p(d) for d in devices], y=[ledger[d].get(c, 0.0) for d in devices])
             fig.update_layout(barmode="stack", yaxis_title="ms per step", title="Idle ledger")
             out += ["<h2>Idle ledger</h2>", self._fig_html(fig, "idle-ledger")]
         kc = getattr(report, "kernels", None)
         if kc:
             cats = {r["category"]: r["ms_per_step"] for r in kc["by_category"]}
             top = kc["top"]
-            fig = go.Figure(go.Bar(x=list(cats), y=list(cats.values())))
+            fig = go.Figure(go.Bar(x=[_p(c) for c in cats], y=list(cats.values())))
             fig.update_layout(yaxis_title="ms per step", title="Kernel time by category")
             out += ["<h2>Kernel time by category</h2>", self._fig_html(fig, "kernel-categories")]
             fig = go.Figure(
                 go.Bar(
-                    y=[t["kernel"][:60] for t in top][::-1],
+                    y=[_p(t["kernel"][:60]) for t in top][::-1],
                     x=[t["ms_per_step"] for t in top][::-1],
                     orientation="h",
-                    hovertext=[t["kernel"] for t in top][::-1],
+                    hovertext=[_p(t["kernel"]) for t in top][::-1],
                 )
             )
             fig.update_layout(xaxis_title="ms per step", title="Top kernels", height=420)
@@ -242,7 +241,7 @@ class HtmlRenderer:
             f"{_e(plural(sum(len(r.report.findings) for r in ok), 'finding'))} in all</p>",
         ]
         fig = go.Figure(
-            go.Bar(x=[r.label for r in ok], y=[r.report.signals.get("step_time_ms") for r in ok], name="step time")
+            go.Bar(x=[_p(r.label) for r in ok], y=[r.report.signals.get("step_time_ms") for r in ok], name="step time")
         )
         fig.update_layout(yaxis_title="ms", title="Step time per rank")
         body += ["<h2>Step time per rank</h2>", self._fig_html(fig, "rank-step-time")]

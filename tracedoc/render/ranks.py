@@ -1,10 +1,16 @@
 """The ranks of one job and several unrelated traces (:mod:`tracedoc.report.ranks`) in the
-terminal and in Markdown, and the closing summary line of a multi-rank report."""
+terminal and in Markdown, and the closing summary line of a multi-rank report.
+
+Paths, rank labels and errors come from the inputs: rich markup is escaped in the terminal
+(:func:`~tracedoc.render.escape.markup`), and the Markdown puts them in code spans or through
+:func:`~tracedoc.render.escape.markdown` (:mod:`tracedoc.render.escape`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tracedoc.render.escape import code_span, markdown
 
 if TYPE_CHECKING:
     from tracedoc.report.ranks import MultiRankReport, MultiTraceReport
@@ -73,8 +79,8 @@ def render_text(mr: MultiRankReport, console: Any) -> None:
             console.print(f"  {title}:")
             for f in items:
                 console.print(
-                    f"    {f['code']} {f['name']} ({f['severity']}): {f['n_ranks']}/{plural(s['n_ranks'], 'rank')} "
-                    + escape(f"[{', '.join(f['ranks'])}]")
+                    "    " + escape(" ".join([f["code"], f["name"], f"({f['severity']})"])) + ": "
+                    f"{f['n_ranks']}/{plural(s['n_ranks'], 'rank')} " + escape(f"[{', '.join(f['ranks'])}]")
                 )  # the brackets too: not a style tag
     if not s["findings"]:
         console.print("  [green]no findings on any rank[/]")
@@ -144,6 +150,8 @@ def _print_left_out(mr: Any, console: Any) -> None:
         )
     for p in mr.followed:
         console.print(f"followed symlink outside the folder: {escape(p)}")
+    for note in mr.notes:  # retried traces, duplicate ranks
+        console.print(f"note: {escape(note)}")
 
 
 def render_multi_text(mt: MultiTraceReport, console: Any) -> None:
@@ -165,9 +173,15 @@ def render_multi_markdown(mt: MultiTraceReport) -> str:
     from tracedoc.render.report import MarkdownRenderer
 
     parts = [MarkdownRenderer().render(r.report) for r in mt.traces]
-    tail = [f"- failed: `{r.path}`: {r.error}" for r in mt.failed]
-    tail += [f"- skipped: `{p}` ({why})" for p, why in mt.skipped]
+    tail = _md_left_out(mt)
     return "\n".join(parts) + ("\n" + "\n".join(tail) + "\n" if tail else "")
+
+
+def _md_left_out(mr: Any) -> list[str]:
+    """Markdown list items: the traces that failed and the entries skipped."""
+    tail = [f"- failed: {code_span(r.path)}: {markdown(r.error)}" for r in mr.failed]
+    tail += [f"- skipped: {code_span(p)} ({markdown(why)})" for p, why in mr.skipped]
+    return tail + [f"- note: {markdown(n)}" for n in mr.notes]
 
 
 def render_markdown(mr: MultiRankReport) -> str:
@@ -176,16 +190,19 @@ def render_markdown(mr: MultiRankReport) -> str:
 
     s = mr.summary
     lines = [
-        f"# tracedoc multi-rank report: `{mr.directory}`",
+        f"# tracedoc multi-rank report: {code_span(mr.directory)}",
         "",
         "| rank | file | step time (ms) | GPU busy | findings |",
         "|---|---|---|---|---|",
     ]
     for r in mr.ranks:
         rep = r.report
+        if rep is None:  # a failed rank: listed under "failed"
+            continue
         codes = ", ".join(f.code for f in rep.findings) or "-"
+        file = code_span(Path(r.path).name).replace("|", "\\|")  # a cell: GFM splits on any |
         lines.append(
-            f"| {r.rank if r.rank is not None else '?'} | `{Path(r.path).name}` | "
+            f"| {r.rank if r.rank is not None else '?'} | {file} | "
             f"{_fmt_ms(rep.signals.get('step_time_ms'))} | {_fmt_share(rep.signals.get('gpu_busy_share'))} | {codes} |"
         )
     lines += ["", "## Cross-rank summary", ""]
@@ -196,24 +213,24 @@ def render_markdown(mr: MultiRankReport) -> str:
             else ""
         )
         lines.append(
-            f"- median step time {_fmt_ms(s['median_step_time_ms'])} ms; slowest {s['slowest_rank']} "
+            f"- median step time {_fmt_ms(s['median_step_time_ms'])} ms; slowest {markdown(s['slowest_rank'])} "
             f"at {s['slowest_step_time_ms']:.2f} ms{lag}"
         )
     c = s.get("collectives")
     if c and c["straggler"]:
         per_step = c.get("straggler_lag_ms_per_step")
         lines.append(
-            f"- straggler (from {plural(c['n_matched'], 'matched collective')}): {c['straggler']}, arrived last in "
+            f"- straggler (from {plural(c['n_matched'], 'matched collective')}): {markdown(c['straggler'])}, arrived last in "
             f"{c['straggler_last_share']:.0%}; others waited {c['straggler_lag_ms_total']:.2f} ms"
             + (f" ({per_step:.2f} ms per step)" if per_step is not None else "")
         )
     for f in s["findings"]:
         lines.append(
-            f"- {f['code']} `{f['name']}` ({f['severity']}): on {f['n_ranks']}/{plural(s['n_ranks'], 'rank')} "
-            f"({f['scope']}): {', '.join(f['ranks'])}"
+            f"- {markdown(f['code'])} {code_span(f['name'])} ({markdown(f['severity'])}): "
+            f"on {f['n_ranks']}/{plural(s['n_ranks'], 'rank')} "
+            f"({f['scope']}): {markdown(', '.join(f['ranks']))}"
         )
-    lines += [f"- failed: `{r.path}`: {r.error}" for r in mr.failed]
-    lines += [f"- skipped: `{p}` ({why})" for p, why in mr.skipped]
+    lines += _md_left_out(mr)
     return "\n".join(lines) + "\n"
 
 

@@ -7,8 +7,12 @@ annotations), :mod:`tracedoc.render.sarif` (SARIF 2.1.0) and :mod:`tracedoc.rend
 :func:`plural`, :func:`middle_ellipsis`) are shared by all of them, so every format says
 the same thing.
 
-Text taken from the trace (kernel and op names, paths) is escaped before rich sees
-it, so a kernel named ``[bold]`` prints as it is.
+Text taken from the trace (kernel and op names, paths, devices, skip reasons) is escaped for
+the output it goes to (:mod:`tracedoc.render.escape`): the registry hands every renderer here a
+document whose strings are all visible (no control, bidi or zero-width character, no line
+break), rich markup is escaped where a string is markup (a kernel named ``[bold]`` prints as
+it is), and the Markdown puts names in code spans (:func:`~tracedoc.render.escape.code_span`)
+and other trace text through :func:`~tracedoc.render.escape.markdown`.
 
 Terminal layout rules (issue 11): nothing is wider than the console; a line only ever
 breaks at a space, never inside an identifier; names too long for their column are
@@ -23,12 +27,12 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tracedoc.render.escape import code_span, markdown, markup
 from tracedoc.text import middle_ellipsis, plural  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # documents are read, never imported at run time (tracedoc.render)
@@ -206,18 +210,19 @@ def _md_cell(v: Any) -> str:
 
 
 def md_table(rows: list[dict[str, Any]], name_limit: int | None = None) -> list[str]:
-    """A list of dict rows as GitHub-flavoured Markdown table lines (pipes escaped)."""
+    """A list of dict rows as GitHub-flavoured Markdown table lines (pipes escaped): names in
+    code spans, other text through :func:`~tracedoc.render.escape.markdown`, numbers formatted."""
     cols = list(rows[0])
-    out = ["| " + " | ".join(_md_cell(column_label(c)) for c in cols) + " |", "|" + "---|" * len(cols)]
+    out = ["| " + " | ".join(markdown(column_label(c)) for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         cells = []
         for c in cols:
             v = r.get(c)
             if c in NAME_COLUMNS and v is not None:
                 text = short_name(str(v), name_limit) if name_limit is not None and c == "kernel" else str(v)
-                cells.append("`" + _md_cell(text) + "`")
+                cells.append(_md_cell(code_span(text)))
             else:
-                cells.append(_md_cell(fmt_evidence(c, v)))
+                cells.append(markdown(v) if isinstance(v, str) else _md_cell(fmt_evidence(c, v)))  # | escaped
         out.append("| " + " | ".join(cells) + " |")
     return out
 
@@ -230,9 +235,9 @@ class MarkdownRenderer:
         """The Markdown text, ending in a newline."""
         t, s = report.trace, report.signals
         lines = [
-            f"# tracedoc report: `{t['path']}`",
+            f"# tracedoc report: {code_span(t['path'])}",
             "",
-            f"- device: {device_label(t['device'])}",
+            f"- device: {markdown(device_label(t['device']))}",
             f"- events: {t['n_events']:,}",
         ]
         if t["has_steps"]:
@@ -247,9 +252,9 @@ class MarkdownRenderer:
             v = s.get(key)
             lines.append(f"| {label} | {'n/a' if v is None else f'{v:.1%}'} |")
         for dev, led in report.idle_ledger.items():
-            lines += ["", f"GPU idle on `{dev}`: {ledger_line(led)}"]
+            lines += ["", f"GPU idle on {code_span(dev)}: {ledger_line(led)}"]
         for note in report.notes:
-            lines += ["", f"> **Note:** {note}"]
+            lines += ["", f"> **Note:** {markdown(note)}"]
         if report.steps:
             lines += ["", "Per step (ms):", ""] + md_table(report.steps)
         lines += ["", "## Findings", "", f"Findings are {ORDER_NOTE}.", ""]
@@ -257,27 +262,33 @@ class MarkdownRenderer:
             lines.append("No findings.")
         for i, f in enumerate(report.findings, 1):
             saving = "n/a" if f.estimated_saving_ms is None else f"{f.estimated_saving_ms:.1f} ms/step"
-            lines += [f"### {i}. {f.code} `{f.name}` ({f.severity}, est. saving {saving})", "", f.message, ""]
+            head = f"### {i}. {markdown(f.code)} {code_span(f.name)} ({f.severity}, est. saving {saving})"
+            lines += [head, "", f.message, ""]
             if f.replayed_saving_ms is not None:
                 lines += [replay_line(f), ""]
             scalars = {k: v for k, v in f.evidence.items() if not isinstance(v, list)}
             if scalars:
                 lines += ["Evidence:", ""]
-                lines += [f"- `{k}` = {fmt_evidence(k, v)}" for k, v in scalars.items()]
+                lines += [
+                    f"- {code_span(k)} = {markdown(v) if isinstance(v, str) else fmt_evidence(k, v)}"
+                    for k, v in scalars.items()
+                ]
                 lines.append("")
             for k, rows in f.evidence.items():
                 if isinstance(rows, list) and rows and isinstance(rows[0], dict):
-                    lines += [f"`{k}`:", ""] + md_table(rows, name_limit=100) + [""]
+                    lines += [f"{code_span(k)}:", ""] + md_table(rows, name_limit=100) + [""]
             if f.saving_basis:
                 lines += [f"Saving estimate: {f.saving_basis}", ""]
             lines += [f"**Fix** ({f.fix.safety}): {f.fix.summary}", ""]
         if report.also_true:
             lines += ["## Also true (not ranked)", ""]
-            lines += [f"- {a.code} `{a.name}`: {a.why}" for a in report.also_true]
+            lines += [f"- {markdown(a.code)} {code_span(a.name)}: {a.why}" for a in report.also_true]
             lines.append("")
         if report.skipped:
             lines += ["## Skipped rules", ""]
-            lines += [f"- {k.code} `{k.name}`: {dedupe_vendor(k.reason)}" for k in report.skipped]
+            lines += [
+                f"- {markdown(k.code)} {code_span(k.name)}: {markdown(dedupe_vendor(k.reason))}" for k in report.skipped
+            ]
             lines.append("")
         lines += ["---", "", f"**{summary_line(report)}**"]
         return "\n".join(lines) + "\n"
@@ -431,7 +442,7 @@ class ConsoleRenderer:
         for j, h in enumerate(headers):
             table.add_column(h, no_wrap=True, overflow="ellipsis", max_width=widths[j])
         for row in cells:
-            table.add_row(*(escape(x) for x in row))
+            table.add_row(*(markup(x) for x in row))
         return table
 
     def _finding(self, i: int, f, width: int) -> Panel:

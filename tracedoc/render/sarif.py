@@ -8,17 +8,23 @@ fix as help, default level); each finding is a ``result`` on the trace file with
 fix in ``properties``. Rules that were skipped are ``toolExecutionNotifications`` of the
 invocation, so a reader sees that the analysis was incomplete. The tests validate the
 output against the official schema (``fixtures/schemas/sarif-schema-2.1.0.json``).
+
+SARIF is structured: the encoder escapes what JSON must, and the document's data (evidence,
+properties) is kept as it is. Trace text in a message a viewer shows (a trace path, a skip
+reason) goes through :func:`tracedoc.render.escape.sarif_text` (visible, embedded-link brackets
+escaped); a trace path in a URI is percent-encoded from its bytes, so a file name that is not
+valid UTF-8 keeps its bytes.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import orjson
-
 from tracedoc._version import __version__
+from tracedoc.render.escape import json_text, sarif_text
 from tracedoc.render.report import dedupe_vendor
 
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -27,9 +33,10 @@ SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 
 def artifact_uri(path: str) -> str:
     """A URI reference for a trace path: relative paths stay relative (percent-encoded),
-    absolute ones become ``file://`` URIs."""
+    absolute ones become ``file://`` URIs; the path's bytes are encoded (``os.fsencode``), so
+    a name that is not valid UTF-8 keeps them."""
     p = Path(path)
-    return p.as_uri() if p.is_absolute() else quote(p.as_posix())
+    return p.as_uri() if p.is_absolute() else quote(os.fsencode(p.as_posix()))
 
 
 class SarifRenderer:
@@ -86,7 +93,8 @@ class SarifRenderer:
                     {
                         "level": "warning",
                         "message": {
-                            "text": f"{k.code} {k.name} skipped on {rep.trace['path']}: {dedupe_vendor(k.reason)}"
+                            "text": f"{k.code} {k.name} skipped on {sarif_text(rep.trace['path'])}: "
+                            f"{sarif_text(dedupe_vendor(k.reason))}"
                         },
                         "associatedRule": {"id": k.code, "index": index[k.code]},
                     }
@@ -113,6 +121,4 @@ class SarifRenderer:
 
     def render(self, reports: list[Any], rules: list[Any] | None = None) -> str:
         """The SARIF JSON text of ``reports`` (one artifact each: a trace, or each rank of a job)."""
-        return orjson.dumps(
-            self.to_dict(reports, rules), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
-        ).decode()
+        return json_text(self.to_dict(reports, rules))

@@ -59,7 +59,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tracedoc._version import __version__
-from tracedoc.errors import DocumentError, TracedocError, one_line
+from tracedoc.errors import DocumentError, TracedocError, display_path, one_line
 from tracedoc.report.header import check_header
 
 if TYPE_CHECKING:  # annotations only
@@ -362,7 +362,7 @@ class Report:
     def __repr__(self) -> str:
         from tracedoc.render import render
 
-        return f"<Report {self.trace.get('path')}: {render(self, 'summary').strip()}>"
+        return f"<Report {display_path(str(self.trace.get('path')))}: {render(self, 'summary').strip()}>"
 
     def print(self, console: Any = None, top: int | None = None, quiet: bool = False) -> None:
         """Print the terminal report (the one ``tracedoc analyze`` prints).
