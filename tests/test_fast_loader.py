@@ -34,6 +34,7 @@ def assert_same_trace(a, b):
     assert a.metadata == b.metadata
     assert a.devices == b.devices
     assert (a.origin_us, a.span_us, a.n_events, a.path) == (b.origin_us, b.span_us, b.n_events, b.path)
+    assert a.dropped_events == b.dropped_events
 
 
 def assert_same_analysis(a, b):

@@ -3,16 +3,19 @@
 Mutations (hypothesis strategies below): byte flips, insertions and truncation of the JSON
 or of its gzip stream; in the parsed JSON, deleted keys, values swapped for other types,
 huge and negative numbers, integers beyond 64 bits, step names beyond int64, duplicated
-and dropped events; and raw tokens no JSON encoder writes (``1e400``, 400-digit
+and dropped events, durations far longer than the trace (an unfinished or wrapped-around
+record), times beyond the 64-bit nanosecond clock, names longer than the cut and runs of
+tens of thousands of digits; and raw tokens no JSON encoder writes (``1e400``, 400-digit
 integers, bytes that are not UTF-8, nesting deeper than 1,000, ``NaN``).
 
 Asserted on every input:
 
 * in process: the fast loader (one worker and the parallel decoder) and the reference
-  loader agree -- identical frames, or the identical one-line ``TraceLoadError``; a trace
-  that loads is analysed and its JSON report written without any exception;
+  loader agree -- identical frames and drops, or the identical one-line ``TraceLoadError``;
+  a trace that loads has no absurd duration left, no name longer than the cut, and is
+  analysed and its JSON report written without any exception or warning;
 * through the CLI, in a subprocess under ``RLIMIT_AS``: exit code 0, 1 or 2 only, never a
-  traceback, exactly one stderr line on exit 2.
+  traceback or a ``RuntimeWarning``, exactly one stderr line on exit 2.
 
 Bounded for CI: derandomized, small seed traces (25-85 KB of JSON), ``max_examples`` set
 so both tests together take about two minutes on two busy cores. A longer, random
@@ -31,8 +34,10 @@ import resource
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -42,6 +47,7 @@ from test_fast_loader import assert_same_trace
 from tracedoc.engine import analyze_trace
 from tracedoc.errors import TraceLoadError
 from tracedoc.load import load
+from tracedoc.load.build import ABSURD_DURATION_FACTOR, ABSURD_DURATION_MIN_US, NAME_MAX_CHARS
 from tracedoc.render import render
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -113,6 +119,11 @@ HOSTILE_VALUES = st.sampled_from(
         2**70,
         -(2**70),
         10**30,
+        5e15,  # an unfinished record: its end near int64's maximum of ns
+        2**64 / 1000,  # a record wrapped around 64 bits of ns
+        9.3e15,  # beyond the 64-bit nanosecond clock
+        "k" * (NAME_MAX_CHARS + 5),
+        "7" * 60_000,  # once scanned per digit by the fast loader's pre-scan
         [],
         [1, 2],
         {},
@@ -274,11 +285,34 @@ def test_fuzz_loaders_agree_and_analysis_never_raises(data):
     assert not isinstance(two, str), two
     assert_same_trace(one, ref)
     assert_same_trace(two, ref)
-    report = analyze_trace(one)
-    out = json.loads(render(report, "json"))
+    assert_no_absurd_duration(one)
+    for frame in ("ops", "runtime", "kernels", "memcpys", "memsets", "syncs", "steps"):
+        names = getattr(one, frame)["name"]
+        assert not len(names) or max(map(len, names)) <= NAME_MAX_CHARS + 60, frame
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = analyze_trace(one)
+        out = json.loads(render(report, "json"))
+        render(report, "text")
+    assert not caught, [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught]
     assert out["trace"]["n_events"] == ref.n_events
     for f in out["findings"]:  # no impossible figure reported as a fact
         assert f["estimated_saving_ms"] is None or f["estimated_saving_ms"] >= 0
+
+
+def assert_no_absurd_duration(trace) -> None:
+    """The loader's rule, checked on its output: the event that ends last lasts at most 1 s or
+    ABSURD_DURATION_FACTOR times the window of the others (first timestamp to their latest end
+    or timestamp), unless it has no other event or that window is empty."""
+    frames = ("ops", "runtime", "kernels", "memcpys", "memsets", "syncs")
+    ts = np.concatenate([getattr(trace, f)["ts_us"].to_numpy() for f in frames] + [trace.memory["ts_us"].to_numpy()])
+    dur = np.concatenate([getattr(trace, f)["dur_us"].to_numpy() for f in frames] + [np.zeros(len(trace.memory))])
+    if len(ts) < 2:
+        return
+    end = ts + dur
+    last = int(np.argmax(end))
+    window = max(float(ts.max()), float(np.delete(end, last).max())) - float(ts.min())
+    assert window <= 0 or dur[last] <= max(ABSURD_DURATION_FACTOR * window, ABSURD_DURATION_MIN_US), (dur[last], window)
 
 
 def _limit_memory():
@@ -311,6 +345,7 @@ def test_fuzz_cli_exit_codes_one_line_bounded_memory(data, fmt):
         os.unlink(path)
     assert r.returncode in (0, 1, 2), (r.returncode, r.stderr[-2000:])
     assert "Traceback" not in r.stderr and "out of memory" not in r.stderr, r.stderr[-2000:]
+    assert "Warning" not in r.stderr, r.stderr[-2000:]  # a numpy RuntimeWarning line
     if r.returncode == 2:
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("tracedoc: error: "), r.stderr
         assert "cannot analyze" not in r.stderr and "cannot write the report" not in r.stderr, r.stderr

@@ -13,10 +13,13 @@ from pathlib import Path
 
 import pytest
 from helpers import rule_dict
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tracebuilder import budget_rule_toml, dataloader_bound
 
 from tracedoc.engine.expr import MAX_EXPR_DEPTH, Expr
 from tracedoc.engine.rules import (
+    MAX_DOTTED_PARTS,
     MAX_RULE_FILE_BYTES,
     builtin_rules,
     load_rule_file,
@@ -232,3 +235,38 @@ def test_loading_rules_never_blocks_on_a_fifo_rule_file(tmp_path):
     t.start()
     t.join(5)
     assert done.is_set()
+
+
+# ---- the dotted-key scan: the same verdict as counting the parts (issue 21) ---------------------
+
+_BARE = st.text(alphabet="abcXYZ019_-", min_size=1, max_size=6)
+_QUOTED = st.text(alphabet="ab .c", max_size=5).map(lambda t: f'"{t}"') | st.text(alphabet="ab .c", max_size=5).map(
+    lambda t: f"'{t}'"
+)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(
+    parts=st.lists(_BARE | _QUOTED, min_size=1, max_size=70),
+    dot=st.sampled_from([".", " . ", "\t.", ". "]),
+    form=st.sampled_from(["{} = 1\n", "[{}]\nx = 1\n", "[[{}]]\nx = 1\n", "t = {{ {} = 1 }}\n"]),
+    before=st.sampled_from(["", "# c\n", "x = 'a.b'\n", "y = 1\n" * 3]),
+    run=st.integers(0, 70_000),
+)
+def test_dotted_key_scan_counts_parts(parts, dot, form, before, run):
+    """Rule: a key or table header of more than MAX_DOTTED_PARTS dotted parts (bare or quoted,
+    with or without blanks around the dots) is refused before tomllib runs, and one of at most
+    MAX_DOTTED_PARTS is not; a run of tens of thousands of letters before it changes nothing
+    (the scan reads such a run once: the first version read it once per letter)."""
+    text = "z" * run + " = 0\n" + before + form.format(dot.join(parts))
+    if len(text) > MAX_RULE_FILE_BYTES:
+        text = before + form.format(dot.join(parts))
+    try:
+        parse_toml(text, "r.toml")
+    except RuleError as exc:
+        if "dotted parts" in str(exc):
+            assert len(parts) > MAX_DOTTED_PARTS, text[-400:]
+            return
+        assert len(parts) <= MAX_DOTTED_PARTS  # tomllib's own error (a repeated table, say)
+        return
+    assert len(parts) <= MAX_DOTTED_PARTS

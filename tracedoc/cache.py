@@ -79,7 +79,7 @@ MANIFEST = "manifest.json"
 #: for the 301 MB benchmark trace (trace metadata and signal tables grow little with the
 #: trace); 64 MiB is far beyond any of ours.
 MAX_DOC_BYTES = 64 << 20
-#: Bound on one Parquet file read back: the default trace size limit, 4 GiB (a frame holds
+#: Bound on one Parquet file read back: the default trace size limit, 1 GiB (a frame holds
 #: less than the JSON it was decoded from; a larger file is not one this cache wrote).
 MAX_FRAME_BYTES = DEFAULT_MAX_TRACE_BYTES
 #: A temporary folder (a write in progress) older than this is a crashed write, removed by

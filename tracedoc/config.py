@@ -22,7 +22,6 @@ they are.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,20 +58,68 @@ class Config:
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def _has_table(pyproject: Path) -> dict[str, Any] | None:
+#: Largest ``pyproject.toml`` read (bytes). Why 1 MiB: the file is read whenever a trace is
+#: analysed below it, whatever else it configures, so the bound must pass every real project
+#: file (they run to tens of KB) while keeping the parse small; the other bounds (dotted keys,
+#: nesting) are those of rule files (:func:`tracedoc.engine.rules.parse_toml`).
+MAX_PYPROJECT_BYTES = 1 << 20
+
+
+def _read_pyproject(pyproject: Path) -> dict[str, Any]:
+    """Read and parse a ``pyproject.toml`` within the bounds of rule files (a regular file
+    of at most :data:`MAX_PYPROJECT_BYTES`, UTF-8, keys of at most 32 dotted parts, nesting
+    ``tomllib`` can take).
+
+    Raises:
+        ConfigError: one line naming the file: not a regular file, unreadable, too large, not
+            UTF-8, a bound exceeded, or invalid TOML.
+    """
+    import os
+    import stat
+
+    from tracedoc.engine.rules import parse_toml
+    from tracedoc.errors import display_path
+
+    shown = display_path(pyproject)
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{pyproject}: {exc}") from None
-    table = data.get("tool", {}).get("tracedoc") if isinstance(data.get("tool"), dict) else None
+        st = os.stat(pyproject)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{shown}: not a regular file")
+        if st.st_size > MAX_PYPROJECT_BYTES:
+            raise ConfigError(f"{shown}: pyproject.toml larger than {MAX_PYPROJECT_BYTES >> 20} MiB")
+        with open(pyproject, "rb") as fh:
+            raw = fh.read(MAX_PYPROJECT_BYTES + 1)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{shown}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return parse_toml(text, shown, MAX_PYPROJECT_BYTES, "pyproject.toml")
+    except RuleError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _has_table(pyproject: Path) -> dict[str, Any] | None:
+    """The ``[tool.tracedoc]`` table of a ``pyproject.toml``, None when it has none.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed within the bounds (:func:`_read_pyproject`).
+    """
+    data = _read_pyproject(pyproject)
+    tool = data.get("tool")
+    table = tool.get("tracedoc") if isinstance(tool, dict) else None
     return table if isinstance(table, dict) else None
 
 
 def find_config(start: Path | None) -> tuple[Path, dict[str, Any]] | None:
     """The closest ``pyproject.toml`` with a ``[tool.tracedoc]`` table, upward from
-    ``start`` (a trace file or a directory), then upward from the CWD; None when none has one."""
+    ``start`` (a trace file or a directory), then upward from the CWD; None when none has one.
+
+    Raises:
+        ConfigError: a ``pyproject.toml`` on the way that cannot be read or parsed within the
+            bounds of :func:`_read_pyproject` (one line naming that file).
+    """
     starts = []
     if start is not None:
         s = Path(start).absolute()

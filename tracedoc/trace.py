@@ -112,6 +112,10 @@ class Trace:
     - ``steps`` -- ``ProfilerStep#N`` annotations, by time: step (int), name, ts_us,
       dur_us, end_us (µs). Empty when the trace has none.
 
+    Names (every frame's ``name`` column) longer than
+    :data:`tracedoc.load.build.NAME_MAX_CHARS` (16,384 characters) are cut to that head plus
+    a marker ``…[name cut: N chars, #hash]`` (:func:`tracedoc.load.build.cap_name`).
+
     Other attributes: ``path``; ``devices`` (:class:`Device` list); ``origin_us``;
     ``span_us`` (first event start to last event end, µs); ``n_events``; ``metadata``
     (the trace's top-level keys other than ``traceEvents``, e.g. ``distributedInfo``);
@@ -167,7 +171,9 @@ class Trace:
     n_events: int
     metadata: dict[str, Any] = field(default_factory=dict)
     #: Events dropped at load for impossible values: reason -> count (see
-    #: :func:`tracedoc.load.build.drop_impossible`); empty when nothing was dropped.
+    #: :func:`tracedoc.load.build.drop_impossible`: negative durations or sizes, times that are
+    #: not finite or beyond the 64-bit nanosecond clock, a duration over 1 s and more than twice
+    #: the window of the other events); empty when nothing was dropped. Both loaders count the same.
     dropped_events: dict[str, int] = field(default_factory=dict)
     #: Where the profiler stopped recording: Kineto's ``Record Window End`` instant, µs from the
     #: trace start (the latest one when there are several); None when the trace has none.

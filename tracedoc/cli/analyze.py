@@ -75,7 +75,7 @@ MAX_TRACE_BYTES = typer.Option(
     "--max-trace-bytes",
     metavar="SIZE",
     help="Largest trace accepted, in JSON bytes after decompression, e.g. 16G "
-    "(default: $TRACEDOC_MAX_TRACE_BYTES or 4G).",
+    "(default: $TRACEDOC_MAX_TRACE_BYTES or 1G).",
 )
 SCHEDULER = typer.Option(
     None, "--scheduler", help="Run the per-trace jobs on Dask: 'local' (a LocalCluster) or tcp://HOST:8786."

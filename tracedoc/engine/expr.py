@@ -8,13 +8,21 @@ no attribute access, no subscripts, no other names.
 
 Bounds, checked before and while parsing so that a hostile rule file costs little:
 at most :data:`MAX_EXPR_CHARS` characters, nesting at most :data:`MAX_EXPR_DEPTH` deep,
-numeric constants finite and at most :data:`MAX_CONSTANT` in size.
+numeric constants finite and at most :data:`MAX_CONSTANT` in size, and every part made of
+constants only (``1e15 * 1e15 * ...``, ``1 / 0``) folded at validation: it must give a finite
+number.
+
+Arithmetic is done in floats (integers, booleans and integer signals are converted first), so
+an expression can overflow only to ``inf``, never raise ``OverflowError`` (integer products
+grew without bound and failed only when converted, on a trace).
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import operator
+import sys
 from typing import Any, Mapping
 
 from tracedoc.errors import RuleError
@@ -35,7 +43,8 @@ _ARITY = {"min": (2, 64), "max": (2, 64), "abs": (1, 1)}
 MAX_EXPR_CHARS = 2000
 #: Deepest nesting of the expression tree accepted (a rule needs a handful of levels).
 MAX_EXPR_DEPTH = 32
-#: Largest magnitude of a numeric constant (keeps arithmetic in floats: no OverflowError).
+#: Largest magnitude of a numeric constant (rules compare with shares, milliseconds and counts;
+#: 1e15 is far beyond any of them). Products of constants are bounded by folding (:meth:`Expr._fold`).
 MAX_CONSTANT = 1e15
 
 
@@ -62,6 +71,52 @@ class Expr:
             raise RuleError(f"invalid expression {_short(source)}: nested too deeply or not text") from None
         self.names: set[str] = set()
         self._check(self._tree, 1)
+        self._fold(self._tree)
+
+    def _fold(self, node: ast.AST) -> float | None:
+        """The value of ``node`` when it is made of constants only (evaluated as
+        :meth:`evaluate` would), else None. Called once on the checked tree (at most
+        :data:`MAX_EXPR_DEPTH` deep).
+
+        Raises:
+            RuleError: a part made of constants only that divides by zero or whose value is
+                not a finite number (``1e15 * 1e15 * ...`` past the float range).
+        """
+        if isinstance(node, ast.Constant):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            return float(node.id == "True") if node.id in ("True", "False") else None
+        if isinstance(node, ast.BoolOp):
+            for v in node.values:
+                self._fold(v)
+            return None
+        if isinstance(node, ast.UnaryOp):
+            x = self._fold(node.operand)
+            return None if x is None or isinstance(node.op, ast.Not) else -x
+        if isinstance(node, ast.BinOp):
+            a, b = self._fold(node.left), self._fold(node.right)
+            if a is None or b is None:
+                return None
+            try:
+                value = _BINOPS[type(node.op)](a, b)
+            except ZeroDivisionError:
+                raise RuleError(f"in {_short(self.source)}: a division by zero in constants") from None
+            if not math.isfinite(value):
+                raise RuleError(
+                    f"in {_short(self.source)}: arithmetic on constants leaves the float range "
+                    f"(magnitude above {sys.float_info.max:.4g})"
+                )
+            return value
+        if isinstance(node, ast.Compare):
+            for x in (node.left, *node.comparators):
+                self._fold(x)
+            return None
+        if isinstance(node, ast.Call):
+            args = [self._fold(a) for a in node.args]
+            if any(a is None for a in args):
+                return None
+            return float(_FUNCS[node.func.id](*args))  # type: ignore[attr-defined]
+        return None
 
     def _check(self, node: ast.AST, depth: int) -> None:
         if depth > MAX_EXPR_DEPTH:
@@ -138,6 +193,9 @@ class Expr:
     def evaluate(self, values: Mapping[str, Any]) -> Any:
         """Evaluate with ``values`` (signal name -> value).
 
+        Arithmetic is in floats (:func:`_as_float`): a result beyond the float range is
+        ``inf``, never an ``OverflowError``.
+
         Raises:
             KeyError: a name is missing from ``values``.
             ZeroDivisionError: a division by zero.
@@ -169,9 +227,9 @@ class Expr:
             return result
         if isinstance(node, ast.UnaryOp):
             x = self._eval(node.operand, v)
-            return (not x) if isinstance(node.op, ast.Not) else -x
+            return (not x) if isinstance(node.op, ast.Not) else -_as_float(x)
         if isinstance(node, ast.BinOp):
-            return _BINOPS[type(node.op)](self._eval(node.left, v), self._eval(node.right, v))
+            return _BINOPS[type(node.op)](_as_float(self._eval(node.left, v)), _as_float(self._eval(node.right, v)))
         if isinstance(node, ast.Compare):
             left = self._eval(node.left, v)
             for op, comp in zip(node.ops, node.comparators, strict=False):
@@ -183,6 +241,17 @@ class Expr:
         if isinstance(node, ast.Call):
             return _FUNCS[node.func.id](*(self._eval(a, v) for a in node.args))  # type: ignore[attr-defined]
         raise RuleError(f"cannot evaluate {type(node).__name__}")  # unreachable after _check
+
+
+def _as_float(x: Any) -> Any:
+    """An int or bool operand as a float (an int beyond the float range as +-inf), so that
+    arithmetic never builds huge integers nor raises ``OverflowError``; other values as they are."""
+    if isinstance(x, int):
+        try:
+            return float(x)
+        except OverflowError:
+            return math.inf if x > 0 else -math.inf
+    return x
 
 
 def _short(source: str, limit: int = 80) -> str:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import re
 import stat
@@ -78,8 +79,11 @@ _SPEC_RE = re.compile(
     r"(?P<width>\d+)?(?P<grouping>[,_])?(?:\.(?P<precision>\d+))?(?P<type>[eEfFgGn%])?$",
     re.DOTALL,
 )
-_KEY_PART = r"(?:[A-Za-z0-9_-]+|\"[^\"\n]*\"|'[^'\n]*')"
-_LONG_DOTTED_KEY = re.compile(rf"(?:{_KEY_PART}[ \t]*\.[ \t]*){{{MAX_DOTTED_PARTS}}}")
+# Possessive quantifiers and a start only where no key character precedes: each run of key
+# characters is read once, so the search is linear (with plain ``+`` a 64 KiB run of letters
+# took 196 s: every start inside the run read the run to its end).
+_KEY_PART = r"(?:[A-Za-z0-9_-]++|\"[^\"\n]*+\"|'[^'\n]*+')"
+_LONG_DOTTED_KEY = re.compile(rf"(?<![A-Za-z0-9_\-\"'])(?:{_KEY_PART}[ \t]*+\.[ \t]*+){{{MAX_DOTTED_PARTS}}}")
 
 
 @dataclass
@@ -138,9 +142,11 @@ class Rule:
         saving = None
         if self.estimated_saving_ms is not None:
             try:
-                saving = max(0.0, round(float(self.estimated_saving_ms.evaluate(values)), 3))
+                estimate = float(self.estimated_saving_ms.evaluate(values))
             except ZeroDivisionError:
-                saving = None
+                estimate = math.nan
+            # an estimate beyond the float range (huge signal values) is no estimate
+            saving = max(0.0, round(estimate, 3)) if math.isfinite(estimate) else None
         evidence: dict[str, Any] = {}
         for n in self.evidence:
             try:
@@ -348,22 +354,34 @@ def _expr(source: str, src: str, field_name: str) -> Expr:
         raise RuleError(f"{src}: '{field_name}': {exc}") from None
 
 
-def parse_toml(text: str, src: str) -> dict[str, Any]:
-    """Parse a rule file's TOML text within the bounds of the module docstring.
+def parse_toml(text: str, src: str, max_bytes: int = MAX_RULE_FILE_BYTES, what: str = "rule file") -> dict[str, Any]:
+    """Parse TOML text within the bounds of the module docstring: at most ``max_bytes``
+    characters (a rule file: :data:`MAX_RULE_FILE_BYTES`), no key with more than
+    :data:`MAX_DOTTED_PARTS` dotted parts (``tomllib`` takes time and memory quadratic in
+    them: a 40 KB key of 20,000 parts took 34 s and 1.5 GB), nesting that ``tomllib`` can
+    parse without exhausting the recursion limit or memory. Shared by rule files and
+    ``pyproject.toml`` (:mod:`tracedoc.config`).
 
     Raises:
-        RuleError: too long, a key with too many dotted parts, or invalid TOML.
+        RuleError: ``"{src}: ..."``: too long, a key with too many dotted parts, nested too
+            deeply, too large to parse, or invalid TOML (an integer of more than 4,300 digits,
+            Python's limit on converting one, included).
     """
-    if len(text) > MAX_RULE_FILE_BYTES:
-        raise RuleError(f"{src}: rule file larger than {MAX_RULE_FILE_BYTES // 1024} KiB")
+    if len(text) > max_bytes:
+        size = f"{max_bytes // (1 << 20)} MiB" if max_bytes >= 1 << 20 else f"{max_bytes // 1024} KiB"
+        raise RuleError(f"{src}: {what} larger than {size}")
     if _LONG_DOTTED_KEY.search(text):
         raise RuleError(f"{src}: a key with more than {MAX_DOTTED_PARTS} dotted parts")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RuleError(f"{src}: invalid TOML ({exc})") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        raise RuleError(f"{src}: invalid TOML ({exc})") from None
     except RecursionError:
         raise RuleError(f"{src}: invalid TOML (nested too deeply)") from None
+    except MemoryError:
+        raise RuleError(f"{src}: TOML too large to parse (out of memory)") from None
 
 
 def _read_rule_text(p: Path) -> str:

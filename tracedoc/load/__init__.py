@@ -65,7 +65,7 @@ def load(
             default: the CPUs this process may use; 1 decodes in this process only. A
             stream (FIFO, pipe, standard input) is always decoded in this process.
         max_bytes: limit on the trace's JSON bytes after decompression; default
-            ``$TRACEDOC_MAX_TRACE_BYTES`` or 4 GiB
+            ``$TRACEDOC_MAX_TRACE_BYTES`` or 1 GiB
             (:data:`tracedoc.load.source.DEFAULT_MAX_TRACE_BYTES`).
         cache: a :class:`tracedoc.cache.FrameCache`: frames come from it when its entry
             for this file is current, and are stored in it after a load (default: none).

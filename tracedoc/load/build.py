@@ -60,14 +60,75 @@ METADATA_MAX_DEPTH = 64
 #: Reasons an event is dropped at load (keys of ``Trace.dropped_events``).
 DROP_NEGATIVE_DURATION = "negative duration"
 DROP_NON_FINITE_TIME = "time not finite (ts + dur overflows)"
+#: Kineto takes its times from a 64-bit nanosecond clock (libkineto's ``int64_t`` timestamps,
+#: written in µs): a ``ts`` or ``ts + dur`` beyond 2**63 ns in magnitude cannot come from it.
+DROP_TIME_OUT_OF_RANGE = "time beyond the 64-bit nanosecond clock (|ts| or ts + dur over 2**63 ns)"
+#: 2**63 ns in µs (9.22e15 µs, the year 2262 on the Unix epoch; real traces are near 1.7e15).
+CLOCK_MAX_US = float(1 << 63) / 1000.0
 DROP_NEGATIVE_BYTES = "negative bytes"
 DROP_NEGATIVE_MEMORY_TOTAL = "negative Total Allocated / Total Reserved"
 #: A ``ph: "B"`` with no matching ``"E"`` (a trace cut while the span was open) or an ``"E"``
 #: with no open ``"B"`` on its thread (:func:`tracedoc.load.reference.pair_begin_end`).
 DROP_UNPAIRED_BEGIN_END = "a B/E duration event without its other half"
+#: A duration of over a second and more than :data:`ABSURD_DURATION_FACTOR` times the window
+#: the other events span (:func:`absurd_duration_cut`): an unfinished or wrapped-around record.
+DROP_ABSURD_DURATION = "duration longer than twice the span of the other events"
 #: Not an event: a device whose ``totalGlobalMem`` is zero, negative or beyond int64; its
 #: memory size is treated as unknown (memory-share signals become unavailable).
 DROP_DEVICE_MEMORY = "device memory size <= 0 or out of range (ignored)"
+
+
+#: How many times the window of the other events a duration may be before it is impossible.
+#: Why 2: on the real traces in ``fixtures/`` no duration is more than 1.005 times the span of
+#: the timestamps, nor more than 1.0 times the window of the other events (the root python
+#: function or ``ProfilerStep`` spans the trace); a wrapped-around record (2**64 ns, 1.8e16 µs)
+#: or an unfinished one (an end near int64's maximum) is 1e6 to 1e10 times a trace of seconds.
+#: An event kept under the rule (and over the floor below) leaves every share within a factor of 3
+#: of the truth instead of about 0.
+ABSURD_DURATION_FACTOR = 2.0
+#: Shortest duration (µs) that can be absurd: 1 s. Why: below a second a duration is ordinary
+#: for one kernel, op or wait whatever else a trace holds -- a small or sparse trace may record
+#: little besides it (this project's own test traces put a 100 µs step around one 5 µs op, or
+#: an 80 µs kernel after a 5 µs launch) -- while the records the rule is for stretch a trace
+#: of seconds by orders of magnitude (an unfinished one ends near 2**63 ns: years).
+ABSURD_DURATION_MIN_US = 1e6
+#: Longest name (characters) kept whole; a longer one keeps its first ``NAME_MAX_CHARS``
+#: characters and gets a marker (:func:`cap_name`). Why 16,384: the longest name in the real
+#: traces of ``fixtures/`` is a 5,123-character templated CUDA kernel (a100_alexnet_forward),
+#: so three times that keeps every real name whole, while names of megabytes made the text
+#: report take minutes (its cost grows with the square of a name's length) and made every
+#: pattern of ``patterns.toml`` scan the whole name.
+NAME_MAX_CHARS = 16_384
+
+
+def cap_name(name: str) -> str:
+    """``name`` unchanged when it has at most :data:`NAME_MAX_CHARS` characters; otherwise its
+    first :data:`NAME_MAX_CHARS` characters and a marker giving the full length and a short
+    hash of the whole name, so the cut name stays recognisable and two long names that
+    differ after the cut stay apart: ``"aaaa…[name cut: 1,048,576 chars, #1a2b3c4d]"``."""
+    if len(name) <= NAME_MAX_CHARS:
+        return name
+    import hashlib
+
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+    return f"{name[:NAME_MAX_CHARS]}…[name cut: {len(name):,} chars, #{digest}]"
+
+
+def cap_names(cols: dict[str, dict[str, Any]]) -> None:
+    """Apply :func:`cap_name` in place to the ``name`` column of every frame in ``cols``
+    (lists from the reference loader or object arrays from the fast one): the one place both
+    loaders cap names, before any signal matches or any renderer shows them. Cost: one
+    C-level pass over the lengths; names are rebuilt only when one is too long."""
+    for frame in cols.values():
+        names = frame.get("name")
+        if names is None or not len(names) or max(map(len, names)) <= NAME_MAX_CHARS:
+            continue
+        memo: dict[str, str] = {}
+        capped = [memo[n] if n in memo else memo.setdefault(n, cap_name(n)) for n in names]
+        if isinstance(names, np.ndarray):
+            names[:] = capped
+        else:
+            frame["name"] = capped
 
 
 def _small_int(v: Any) -> int | None:
@@ -168,9 +229,12 @@ def _invalid_rows(kind: str, df) -> list[tuple[str, np.ndarray]]:
         dur = df["dur_us"].to_numpy(dtype=np.float64)
         out.append((DROP_NEGATIVE_DURATION, dur < 0))
         with np.errstate(over="ignore", invalid="ignore"):
-            out.append((DROP_NON_FINITE_TIME, ~np.isfinite(ts + dur)))
+            end = ts + dur
+            out.append((DROP_NON_FINITE_TIME, ~np.isfinite(end)))
+            out.append((DROP_TIME_OUT_OF_RANGE, (np.abs(ts) > CLOCK_MAX_US) | (np.abs(end) > CLOCK_MAX_US)))
     else:
         out.append((DROP_NON_FINITE_TIME, ~np.isfinite(ts)))
+        out.append((DROP_TIME_OUT_OF_RANGE, np.abs(ts) > CLOCK_MAX_US))
     if kind in ("memcpys", "memsets"):
         out.append((DROP_NEGATIVE_BYTES, df["bytes"].to_numpy(dtype=np.float64) < 0))
     if kind == "memory":
@@ -181,12 +245,78 @@ def _invalid_rows(kind: str, df) -> list[tuple[str, np.ndarray]]:
     return out
 
 
+#: Frames whose rows have a duration (``steps`` rows are also ``ops`` rows; ``memory`` rows are instants).
+_DURATION_FRAMES = ("ops", "runtime", "kernels", "memcpys", "memsets", "syncs")
+
+
+def absurd_duration_cut(frames: dict) -> float | None:
+    """The end time (raw µs) beyond which every event of ``frames`` has an absurd duration, or
+    None when none has.
+
+    An event's duration is absurd when it is longer than :data:`ABSURD_DURATION_MIN_US` (1 s)
+    and more than :data:`ABSURD_DURATION_FACTOR` times the window the *other* events span: from
+    the earliest timestamp of any event (starts are not in doubt) to the latest timestamp of
+    any event or the latest end among the others, whichever is later. Only the event that ends
+    last can qualify (any other's window already holds its own end), so the events are peeled
+    in order of their end, latest first, until one is not absurd; the cut is the latest end
+    left. When two events end at the same time they vouch for each other and both stay (a
+    known limit: two records wrapped around to the same absurd end are kept). An event with no
+    other event to compare to, or a window of zero (every other event an instant at the same
+    time), stays.
+
+    Times are the raw (un-rebased) ``ts_us`` and ``ts_us + dur_us`` of rows already cleared of
+    negative and non-finite values (:func:`drop_impossible` applies them first). Cost: one pass
+    over the times, then a sort of the few events longer than the factor times the span of
+    the timestamps (none on a real trace).
+    """
+    starts, ends, durs = [], [], []
+    for kind in (*_DURATION_FRAMES, "memory"):
+        df = frames.get(kind)
+        if df is None or not len(df):
+            continue
+        ts = df["ts_us"].to_numpy(dtype=np.float64)
+        dur = df["dur_us"].to_numpy(dtype=np.float64) if kind != "memory" else np.zeros(len(ts))
+        starts.append(ts)
+        durs.append(dur)
+        with np.errstate(over="ignore", invalid="ignore"):
+            ends.append(ts + dur)
+    if not starts:
+        return None
+    ts, dur, end = np.concatenate(starts), np.concatenate(durs), np.concatenate(ends)
+    if len(ts) < 2:
+        return None
+    t_min, t_max = float(ts.min()), float(ts.max())
+    with np.errstate(over="ignore", invalid="ignore"):
+        ts_span = t_max - t_min
+        cand = np.flatnonzero((dur > ABSURD_DURATION_FACTOR * ts_span) & (dur > ABSURD_DURATION_MIN_US))
+    if not len(cand):
+        return None
+    others = np.ones(len(ts), dtype=bool)
+    others[cand] = False
+    rest_end = float(end[others].max()) if others.any() else float("-inf")
+    order = cand[np.argsort(-end[cand], kind="stable")]
+    cut = None
+    for k, i in enumerate(order.tolist()):
+        nxt = float(end[order[k + 1]]) if k + 1 < len(order) else float("-inf")
+        latest_other = max(nxt, rest_end)
+        if latest_other == float("-inf"):  # no other event left to compare to
+            break
+        window = max(t_max, latest_other) - t_min
+        if not (window > 0 and float(dur[i]) > max(ABSURD_DURATION_FACTOR * window, ABSURD_DURATION_MIN_US)):
+            break
+        cut = latest_other
+    return cut
+
+
 def drop_impossible(frames: dict, dropped: dict[str, int]) -> None:
     """Remove rows with impossible values from ``frames`` in place, counting them by reason in
-    ``dropped``: a negative duration, a ``ts + dur`` that is not finite, negative copy or
-    memset bytes, a negative ``Total Allocated``/``Total Reserved``. (A ``[memory]`` event's
-    ``Bytes`` is a signed allocation delta and may be negative.) ``steps`` rows are filtered
-    by the same rules but not counted again: each is also a row of ``ops``."""
+    ``dropped``: a negative duration, a ``ts + dur`` that is not finite, a ``ts`` or ``ts + dur``
+    beyond the profiler clock's range (:data:`CLOCK_MAX_US`), negative copy or memset bytes, a negative ``Total Allocated``/``Total Reserved``. (A ``[memory]`` event's
+    ``Bytes`` is a signed allocation delta and may be negative.) Then, among the rows left, a
+    duration of over a second and more than :data:`ABSURD_DURATION_FACTOR` times the window of
+    the other events
+    (:func:`absurd_duration_cut`). ``steps`` rows are filtered by the same rules but not counted
+    again: each is also a row of ``ops``."""
     for kind, df in frames.items():
         if not len(df):
             continue
@@ -199,6 +329,19 @@ def drop_impossible(frames: dict, dropped: dict[str, int]) -> None:
                 bad_any |= new
         if bad_any.any():
             frames[kind] = df[~bad_any].reset_index(drop=True)
+    cut = absurd_duration_cut(frames)
+    if cut is None:
+        return
+    for kind in (*_DURATION_FRAMES, "steps"):
+        df = frames[kind]
+        if not len(df):
+            continue
+        end = df["ts_us"].to_numpy(dtype=np.float64) + df["dur_us"].to_numpy(dtype=np.float64)
+        bad = end > cut
+        if bad.any():
+            if kind != "steps":
+                dropped[DROP_ABSURD_DURATION] = dropped.get(DROP_ABSURD_DURATION, 0) + int(bad.sum())
+            frames[kind] = df[~bad].reset_index(drop=True)
 
 
 def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
@@ -207,7 +350,8 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
     ``sink`` is a :class:`ColumnSink` (column lists, reference loader) or a
     :class:`tracedoc.load.fast.ArrayColumns` (numpy arrays, fast loader): same attributes.
 
-    Events with impossible values are dropped (:func:`drop_impossible`) and counted in
+    Names longer than :data:`NAME_MAX_CHARS` are cut (:func:`cap_names`). Events with
+    impossible values are dropped (:func:`drop_impossible`) and counted in
     ``Trace.dropped_events`` (reason -> count); the origin and span are those of the events
     kept. Metadata is made JSON-safe (:func:`json_safe_metadata`).
 
@@ -223,6 +367,7 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
             else f"{_events(sink.n_events)} but none from the PyTorch profiler (no CPU ops, runtime calls, kernels or memory events)"
         )
         raise TraceLoadError(path, f"trace has {what}")
+    cap_names(c)
     frames = {kind: frame_from_columns(kind, c[kind]) for kind in FRAME_COLUMNS}
     dropped: dict[str, int] = {}
     if getattr(sink, "unpaired_begin_end", 0):

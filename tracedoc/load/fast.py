@@ -140,22 +140,26 @@ _BEFORE_NUMBER = frozenset(b" \t\n\r:,[")
 _AFTER_NUMBER = frozenset(b" \t\n\r,]}")
 
 
-def _overflows(data: Any, pos: int) -> bool:
+def _overflows(data: Any, pos: int) -> tuple[bool, int]:
     """Whether the JSON number token around ``pos`` (delimited as a JSON value is, so the
-    digits of ``0x7cc1558e8480`` in a string are not one) parses to an infinite double."""
+    digits of ``0x7cc1558e8480`` in a string are not one) parses to an infinite double, and
+    the offset where the run of number characters around ``pos`` ends (the scan goes on
+    from there: a name of 50,000 digits is read once, not once per digit)."""
     lo = hi = pos
     n = len(data)
     while lo > 0 and data[lo - 1] in _NUMBER_CHARS:
         lo -= 1
-    while hi < n and data[hi] in _NUMBER_CHARS and hi - lo < 100_000:
+    while hi < n and data[hi] in _NUMBER_CHARS:
         hi += 1
+    if hi - lo > 100_000:  # no double needs so many characters; orjson reads it as inf
+        return True, hi
     if (lo > 0 and data[lo - 1] not in _BEFORE_NUMBER) or (hi < n and data[hi] not in _AFTER_NUMBER):
-        return False
+        return False, hi
     try:
         value = float(bytes(data[lo:hi]))
     except ValueError:
-        return False
-    return value in (float("inf"), float("-inf"))
+        return False, hi
+    return value in (float("inf"), float("-inf")), hi
 
 
 def reference_would_reject(data: Any) -> bool:
@@ -188,9 +192,10 @@ def reference_would_reject(data: Any) -> bool:
             for pat in _OVERFLOW_PATTERNS:
                 i = mapped.find(pat)
                 while 0 <= i < len(body):
-                    if _overflows(view, start + i):
+                    over, end = _overflows(view, start + i)
+                    if over:
                         return True
-                    i = mapped.find(pat, i + 1)
+                    i = mapped.find(pat, max(i + 1, end - start))
         try:
             dec.decode(b"", final=True)
         except UnicodeDecodeError:

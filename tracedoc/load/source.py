@@ -38,9 +38,11 @@ from tracedoc.errors import TraceLoadError
 
 GZIP_MAGIC = b"\x1f\x8b"
 
-#: Default limit on a trace's JSON bytes (after gzip decompression): 4 GiB. Parsing needs
-#: several times the JSON size in memory, so a larger trace would not fit a usual machine anyway.
-DEFAULT_MAX_TRACE_BYTES = 4 << 30
+#: Default limit on a trace's JSON bytes (after gzip decompression): 1 GiB. Analysis needs
+#: 3.6 to 6.4 bytes of memory per JSON byte above the forked decoder's threshold (measured with
+#: ``benchmarks/memory_per_event.py``, docs/limits.md), so 1 GiB takes about 4 to 7 GB, what a
+#: usual machine has; raise it (``--max-trace-bytes``) where the memory is there.
+DEFAULT_MAX_TRACE_BYTES = 1 << 30
 #: Environment variable that overrides :data:`DEFAULT_MAX_TRACE_BYTES` (bytes, or with a
 #: ``K``/``M``/``G``/``T`` suffix, powers of 1024).
 MAX_BYTES_ENV = "TRACEDOC_MAX_TRACE_BYTES"
@@ -468,7 +470,7 @@ def read_trace_bytes(
             input; gzip is detected from the first two bytes, whatever the name.
         progress: optional callback receiving short status lines while decompressing.
         max_bytes: limit on the JSON bytes (after decompression); default
-            :func:`max_trace_bytes` (``$TRACEDOC_MAX_TRACE_BYTES`` or 4 GiB).
+            :func:`max_trace_bytes` (``$TRACEDOC_MAX_TRACE_BYTES`` or 1 GiB).
 
     Returns:
         a ``bytearray`` (writable: the parallel decoder edits a few bytes): a plain regular
