@@ -387,13 +387,11 @@ def test_make_trace_repeats_with_unique_ids(tmp_path):
 
 @pytest.fixture
 def small_parallel(monkeypatch):
-    """Let the parallel decoder and the memory map kick in on small files."""
+    """Let the parallel decoder kick in on small files."""
     import importlib
 
     fast = importlib.import_module("tracedoc.load.fast")
-    source = importlib.import_module("tracedoc.load.source")
     monkeypatch.setattr(fast, "PARALLEL_MIN_BYTES", 64)
-    monkeypatch.setattr(source, "MMAP_MIN_BYTES", 1)
     return fast
 
 

@@ -470,9 +470,7 @@ def test_every_event_impossible_is_an_error(tmp_path):
 @pytest.fixture
 def small_parallel(monkeypatch):
     fast = importlib.import_module("tracedoc.load.fast")
-    source = importlib.import_module("tracedoc.load.source")
     monkeypatch.setattr(fast, "PARALLEL_MIN_BYTES", 64)
-    monkeypatch.setattr(source, "MMAP_MIN_BYTES", 1)
     return fast
 
 

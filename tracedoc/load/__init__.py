@@ -137,7 +137,7 @@ def _load_reference(data, path: str) -> Trace:
     from tracedoc.load.build import build_trace
 
     if not isinstance(data, (bytes, bytearray)):
-        data = memoryview(data)  # a memory map: orjson reads buffers through memoryview
+        data = memoryview(data)  # any other buffer: orjson reads buffers through memoryview
     doc = parse_document(data, path)
     del data
     sink = collect_events(doc["traceEvents"], path)

@@ -589,7 +589,7 @@ def _decode_part(holder: list, lo: int, hi: int, first: bool, last: bool) -> tup
     doc, events = decode_document(view, span_out=span)
     check_part_span(span[0], len(view), first, last)
     view.release()
-    holder[0] = None  # unmaps this process's copy of the buffer (a bytearray or a memory map)
+    holder[0] = None  # drops this process's reference to the buffer
     del data, view
     return doc, _pack(collect_columns(events))
 

@@ -49,9 +49,6 @@ MAX_BYTES_ENV = "TRACEDOC_MAX_TRACE_BYTES"
 #: The name standard input is shown as in messages.
 STDIN_NAME = "<stdin>"
 
-#: No longer used: no file is memory-mapped any more (a mapped file that shrinks while it is
-#: read raises SIGBUS, which Python cannot catch). Kept for code that still sets it.
-MMAP_MIN_BYTES = 16 << 20
 _BLANK = re.compile(rb"[ \t\n\r\x0b\x0c]*")
 
 #: Decompression chunk: at most this many uncompressed bytes per step (bounds the memory a
