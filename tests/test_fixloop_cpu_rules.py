@@ -72,21 +72,32 @@ def test_input_bound_baseline_fires_dataloader_stall_not_dispatch():
 
 
 def test_dataloader_saving_on_the_cpu_leaves_the_decoding_a_core(tmp_path):
-    """TD101 on a CPU-only trace: the decoding moved to a worker still needs a core.
+    """TD101 on a CPU-only trace: the decoding moved to a worker may still need a core.
 
-    By hand from the PROVENANCE figures (stdlib): S = 708.9 ms, D = 135.38 ms, C = S - D =
-    573.52 ms on T = 2 threads, c = 2 cores: S' = max(573.52, (135.38 + 2 * 573.52) / 2) =
-    641.21 ms, so the saving is 708.9 - 641.21 = 67.69 ms (the stall alone: 135.38 ms).
+    The slice, by hand from the PROVENANCE figures (stdlib): S = 708.9 ms, D = 135.38 ms,
+    C = S - D = 573.52 ms on T = 2 threads, c = 2 cores: S' = max(573.52, (135.38 + 2 *
+    573.52) / 2) = 641.21 ms, so the slice is 708.9 - 641.21 = 67.69 ms. The estimate is the
+    CPU step model's range: at the high end the loading is waiting and leaves the step (the
+    stall, 135.38 ms); at the low end the worker takes one of the two cores, the training
+    process keeps one thread, and its arithmetic doubles (573.52 - s against the 135.38 ms the
+    worker removes), so the low end is 0.
     """
     r = tracedoc.analyze(INPUT_BOUND)
     assert r.signals["dataloader_saving_ms"] == pytest.approx(67.69, abs=0.3)
-    assert codes(r)["TD101"].estimated_saving_ms == pytest.approx(67.69, abs=0.3)
-    # with 8 cores the worker's core is free: the whole stall leaves the step
+    stall = codes(r)["TD101"]
+    assert stall.estimated_saving_ms == pytest.approx(135.38, abs=0.5)
+    assert stall.replayed_low_ms == pytest.approx(0.0, abs=1e-6)
+    assert stall.slice_saving_ms == pytest.approx(67.69, abs=0.3)
+    # with 8 cores the worker's core is free and the threads stay: the whole stall leaves the
+    # step at both ends (low: P' = max(C = 573.52, D = 135.38, work / 8) = C)
     r = tracedoc.analyze(variant(tmp_path, INPUT_BOUND, cpu_cores=8))
     assert r.signals["dataloader_saving_ms"] == pytest.approx(135.38, abs=0.5)
-    # one thread: S' = max(573.52, (135.38 + 573.52) / 2 = 354.45) = 573.52, the stall again
+    assert codes(r)["TD101"].replayed_low_ms == pytest.approx(135.38, abs=0.5)
+    # one thread: the slice S' = max(573.52, (135.38 + 573.52) / 2 = 354.45) = 573.52, the
+    # stall again; the low end keeps T' = T = 1, so the same
     r = tracedoc.analyze(variant(tmp_path, INPUT_BOUND, intra_op_threads=1))
     assert r.signals["dataloader_saving_ms"] == pytest.approx(135.38, abs=0.5)
+    assert codes(r)["TD101"].replayed_low_ms == pytest.approx(135.38, abs=0.5)
     # loading already in workers (the time is waiting), or no host facts: the stall itself
     for host in ({"dataloader_workers": 1}, {"cpu_cores": None}):
         r = tracedoc.analyze(variant(tmp_path, INPUT_BOUND, **host))

@@ -382,12 +382,13 @@ RANGE_WIDENING = 0.25
 
 
 def _meets_range(low: float | None, high: float | None, measured: float | None) -> bool | None:
-    """Whether ``measured`` lies in ``[low, high]`` widened by :data:`RANGE_WIDENING`; a single
-    prediction is the range ``[high, high]``. None when either side is unknown."""
+    """Whether ``measured`` lies in ``[low, high]`` widened by :data:`RANGE_WIDENING` of each
+    end's size (``low - w * |low|`` to ``high + w * |high|``, so a bound below 0 widens outwards
+    too); a single prediction is the range ``[high, high]``. None when either side is unknown."""
     if high is None or measured is None:
         return None
     lo = high if low is None else min(low, high)
-    return lo * (1 - RANGE_WIDENING) <= measured <= high * (1 + RANGE_WIDENING)
+    return lo - RANGE_WIDENING * abs(lo) <= measured <= high + RANGE_WIDENING * abs(high)
 
 
 def _own_slice(finding: Finding, b: Report, a: Report, pred: float | None) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def apply_replays(findings: list[Finding], ctx: Any) -> None:
     (:func:`replay_trusted`) keeps the granted slice as the estimate.
     """
     from tracedoc.signals import SignalUnavailable
-    from tracedoc.signals.stepmodel import FIXES, replay_saving_ms
+    from tracedoc.signals.stepmodel import REPLAY_NAMES, fix_text, replay_saving_ms
 
     if not replay_trusted(ctx)[0]:
         return
@@ -149,7 +149,7 @@ def apply_replays(findings: list[Finding], ctx: Any) -> None:
         try:
             replayed = round(min(replay_saving_ms(ctx, [f.fix.replay]), step), 3)
             low = f"{f.fix.replay}_low"
-            f.replayed_low_ms = round(min(replay_saving_ms(ctx, [low]), replayed), 3) if low in FIXES else None
+            f.replayed_low_ms = round(min(replay_saving_ms(ctx, [low]), replayed), 3) if low in REPLAY_NAMES else None
         except SignalUnavailable:
             continue
         f.slice_saving_ms = f.estimated_saving_ms
@@ -157,7 +157,7 @@ def apply_replays(findings: list[Finding], ctx: Any) -> None:
         f.estimated_saving_ms = replayed
         if "step model" not in f.saving_basis:
             f.saving_basis = (
-                f"Replayed: the step model (tracedoc.signals.stepmodel) replays every step with {FIXES[f.fix.replay].text}; "
+                f"Replayed: the step model (tracedoc.signals.stepmodel) replays every step with {fix_text(ctx, f.fix.replay)}; "
                 f"the saving is the replayed step before minus after. The slice beside it ({f.slice_saving_ms:.2f} ms): "
                 + f.saving_basis
             )

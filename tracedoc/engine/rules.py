@@ -299,11 +299,11 @@ def parse_rule(data: dict[str, Any], src: str) -> Rule:
         raise RuleError(f"{src}: fix.safety must be one of {', '.join(SAFETY_LEVELS)}")
     replay = fix_d.get("replay")
     if replay is not None:
-        from tracedoc.signals.stepmodel import FIXES
+        from tracedoc.signals.stepmodel import REPLAY_NAMES
 
-        if not isinstance(replay, str) or replay not in FIXES:
+        if not isinstance(replay, str) or replay not in REPLAY_NAMES:
             shown = replay[:40] if isinstance(replay, str) else type(replay).__name__
-            raise RuleError(f"{src}: fix.replay {shown!r} is not one of {', '.join(FIXES)}")
+            raise RuleError(f"{src}: fix.replay {shown!r} is not one of {', '.join(REPLAY_NAMES)}")
     fix = Fix(_req(fix_d, "summary", str, src + " [fix]"), safety, _str_list(fix_d, "knobs", src, "fix."), replay)
     detail = fix_d.get("detail")
     if detail is not None and not isinstance(detail, str):

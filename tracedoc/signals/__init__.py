@@ -5,6 +5,7 @@ from tracedoc.signals import (  # noqa: F401  (registers)
     causes,
     comm,
     cpu,
+    cpumodel,
     gpu,
     h2d,
     hostbound,

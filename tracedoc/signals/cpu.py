@@ -174,7 +174,7 @@ def cpu_bf16_matrix_units(ctx: SignalContext) -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
-def _training_ops(ctx: SignalContext) -> pd.DataFrame:
+def training_ops(ctx: SignalContext) -> pd.DataFrame:
     """``cpu_op`` events of the thread that runs the ProfilerStep annotations, inside complete
     steps and outside DataLoader spans, with columns ``step_idx``, ``leaf`` and ``self_us`` added."""
 
@@ -248,14 +248,14 @@ def _n_steps(ctx: SignalContext) -> int:
 @signal("us")
 def cpu_op_overhead_us(ctx: SignalContext) -> float:
     """Per-op fixed cost: the median self time of the CPU ops on the training thread (µs)."""
-    ops = _training_ops(ctx)
+    ops = training_ops(ctx)
     return float(np.percentile(ops["self_us"].to_numpy(), OVERHEAD_PERCENTILE))
 
 
 @signal("count")
 def cpu_ops_per_step(ctx: SignalContext) -> float:
     """CPU ops (all nesting levels) per step on the training thread, outside DataLoader spans."""
-    return float(len(_training_ops(ctx)) / _n_steps(ctx))
+    return float(len(training_ops(ctx)) / _n_steps(ctx))
 
 
 @signal("ms")
@@ -263,7 +263,7 @@ def cpu_dispatch_ms(ctx: SignalContext) -> float:
     """Training-thread time per step spent dispatching ops rather than computing (module docstring):
     ``sum over ops of min(self time, cpu_op_overhead_us)`` + step time covered by no op and no
     DataLoader span, in ms."""
-    ops = _training_ops(ctx)
+    ops = training_ops(ctx)
     c = cpu_op_overhead_us(ctx)
     fixed_us = float(np.minimum(ops["self_us"].to_numpy(), c).sum())
     w = step_windows(ctx)
@@ -302,7 +302,7 @@ def cpu_fp32_matmul_ms(ctx: SignalContext) -> float:
         raise SignalUnavailable("tracedoc_host.amp is missing (the precision of the matmuls is unknown)")
     if amp != "off":
         return 0.0
-    ops = _training_ops(ctx)
+    ops = training_ops(ctx)
     mm = ops[ops["name"].isin(MATMUL_CONV_OPS)].sort_values("ts_us")
     if not len(mm):
         return 0.0

@@ -130,6 +130,7 @@ from typing import Callable
 import numpy as np
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
+from tracedoc.signals.cpumodel import CPU_FIXES, cpu_model_error_ms, cpu_replay_saving_ms
 from tracedoc.signals.intervals import covered_length, merge, subtract
 from tracedoc.signals.steps import complete_mask, dataloader_mask, gpu_events, step_windows
 from tracedoc.signals.strings import on_threads
@@ -358,6 +359,11 @@ FIXES: dict[str, FixReplay] = {
         ),
     )
 }
+
+
+#: Every name a rule may declare as ``[fix] replay``: the GPU fixes of :data:`FIXES`, then the
+#: CPU-only ones of :data:`tracedoc.signals.cpumodel.CPU_FIXES` (``dataloader`` is both).
+REPLAY_NAMES: tuple[str, ...] = (*FIXES, *(n for n in CPU_FIXES if n not in FIXES))
 
 
 @dataclass
@@ -828,13 +834,38 @@ def fix_whatif(ctx: SignalContext, names: list[str] | tuple[str, ...]) -> WhatIf
 
 def replay_saving_ms(ctx: SignalContext, names: list[str] | tuple[str, ...]) -> float:
     """What the named fixes save together per step, replayed, ms (>= 0; module docstring,
-    "What-ifs"): one fix's saving, or the combined saving of several (never their sum).
+    "What-ifs"): one fix's saving, or the combined saving of several (never their sum). A
+    CPU-only trace is replayed by the CPU step model
+    (:func:`tracedoc.signals.cpumodel.cpu_replay_saving_ms`), which knows the fixes of
+    :data:`tracedoc.signals.cpumodel.CPU_FIXES`.
 
     Raises:
-        SignalUnavailable: a CPU-only trace, or no complete step with launches.
+        SignalUnavailable: no complete step with launches (a GPU trace), a CPU-only trace the
+            CPU model cannot place, a GPU fix on a CPU-only trace, or a CPU-only fix on a GPU
+            trace.
         KeyError: a name that is not a fix.
     """
+    if not ctx.trace.has_gpu_activity:
+        gpu_only = [n for n in names if n not in CPU_FIXES]
+        if gpu_only:
+            raise SignalUnavailable(f"the CPU step model does not replay {', '.join(gpu_only)}")
+        return cpu_replay_saving_ms(ctx, names)
+    cpu_only = [n for n in names if n not in FIXES]
+    if cpu_only:
+        raise SignalUnavailable(f"{', '.join(cpu_only)}: replayed on CPU-only traces only (tracedoc.signals.cpumodel)")
     return max(_mean_saving_ms(ctx, fix_whatif(ctx, names)), 0.0)
+
+
+def fix_text(ctx: SignalContext, name: str) -> str:
+    """What the named fix does, in words, for this trace (the CPU model's text on a CPU-only
+    trace, where it has one).
+
+    Raises:
+        KeyError: a name that is not a fix.
+    """
+    if not ctx.trace.has_gpu_activity and name in CPU_FIXES:
+        return CPU_FIXES[name]
+    return FIXES[name].text
 
 
 @signal("ms", scope="steps")
@@ -843,9 +874,15 @@ def replay_error_ms(ctx: SignalContext) -> float:
     steps of ``|replayed - observed|`` window duration, ms (module docstring). Small against
     the step: the schedule holds the step; large: the step is held by what it leaves out.
 
+    On a CPU-only trace: the CPU step model's error
+    (:func:`tracedoc.signals.cpumodel.cpu_model_error_ms`).
+
     Raises:
-        SignalUnavailable: a CPU-only trace, or no complete step with launches.
+        SignalUnavailable: no complete step with launches (a GPU trace), or a CPU-only trace
+            the CPU model cannot place.
     """
+    if not ctx.trace.has_gpu_activity:
+        return cpu_model_error_ms(ctx)
     base = replay_steps_us(ctx)
     w = step_windows(ctx)
     m = complete_mask(ctx) & ~np.isnan(base)
@@ -856,23 +893,27 @@ def replay_error_ms(ctx: SignalContext) -> float:
 
 @signal("ms", scope="steps")
 def dataloader_replay_saving_ms(ctx: SignalContext) -> float:
-    """What moving the DataLoader into workers saves per step on a GPU trace, replayed, ms:
-    the ``dataloader`` fix (no contention; the high end of the range whose low end is
-    :func:`dataloader_replay_saving_low_ms`).
+    """What moving the DataLoader into workers saves per step, replayed, ms: the ``dataloader``
+    fix, the high end of the range whose low end is :func:`dataloader_replay_saving_low_ms`. On
+    a GPU trace: no contention. On a CPU-only trace: the CPU step model's
+    (:mod:`tracedoc.signals.cpumodel`), only the matmul/conv time spread over fewer threads.
 
     Raises:
-        SignalUnavailable: a CPU-only trace, or no complete step with launches.
+        SignalUnavailable: no complete step with launches (a GPU trace), or a CPU-only trace
+            the CPU model cannot place.
     """
     return replay_saving_ms(ctx, ["dataloader"])
 
 
 @signal("ms", scope="steps")
 def dataloader_replay_saving_low_ms(ctx: SignalContext) -> float:
-    """The low end of the DataLoader what-if's range, ms: the ``dataloader_low`` fix, the rest
-    of the CPU work slowed by :func:`dataloader_contention`.
+    """The low end of the DataLoader what-if's range, ms: the ``dataloader_low`` fix. On a GPU
+    trace: the rest of the CPU work slowed by :func:`dataloader_contention`. On a CPU-only trace:
+    the CPU step model's, all the arithmetic spread over fewer threads.
 
     Raises:
-        SignalUnavailable: a CPU-only trace, or no complete step with launches.
+        SignalUnavailable: no complete step with launches (a GPU trace), or a CPU-only trace
+            the CPU model cannot place.
     """
     return replay_saving_ms(ctx, ["dataloader_low"])
 
