@@ -83,6 +83,8 @@ def test_bad_forced_facts_are_one_line_errors(monkeypatch, var, value, problem):
     )
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and var in r.stderr and "\x1b" not in r.stderr, r.stderr
+    # the line is about the variable, as every other bad TRACEDOC_* value is: no exception name
+    assert r.stderr.startswith(f"tracedoc: error: ${var}") and "Error" not in r.stderr, r.stderr
 
 
 def test_unforced_reads_the_host(monkeypatch):

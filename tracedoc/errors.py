@@ -88,6 +88,12 @@ class SettingsError(TracedocError):
         super().__init__(one_line(message))
 
 
+class HostFactError(SettingsError, ValueError):
+    """A forced host fact that cannot be used (``$TRACEDOC_HOST_CORES``,
+    ``$TRACEDOC_HOST_CPU_FLAGS``, :mod:`tracedoc.hostfacts`): one line naming the variable, like
+    every other bad ``TRACEDOC_*`` value; a ``ValueError`` too, for code that catches that."""
+
+
 class DocumentError(TracedocError):
     """A document's ``from_dict`` was given something it does not read: not an object, no
     ``schema_version`` or another one, another ``kind``, a field missing or of the wrong shape.

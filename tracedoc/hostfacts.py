@@ -23,6 +23,8 @@ import os
 import platform
 import re
 
+from tracedoc.errors import HostFactError
+
 #: Environment variable that replaces :func:`cpu_cores`' reading.
 CORES_ENV = "TRACEDOC_HOST_CORES"
 #: Environment variable that replaces :func:`cpu_flags`' reading.
@@ -44,16 +46,16 @@ def cpu_cores() -> int:
     affinity mask (``os.sched_getaffinity``), else ``os.cpu_count()``, else 1.
 
     Raises:
-        ValueError: ``$TRACEDOC_HOST_CORES`` is not an integer in 1..:data:`MAX_FORCED_CORES`.
+        tracedoc.errors.HostFactError: (a ValueError) ``$TRACEDOC_HOST_CORES`` is not an integer in 1..:data:`MAX_FORCED_CORES`.
     """
     forced = os.environ.get(CORES_ENV)
     if forced is not None and forced.strip() != "":
         try:
             n = int(forced.strip())
         except ValueError:
-            raise ValueError(f"{CORES_ENV}={forced[:40]!r}: expected a whole number of CPUs") from None
+            raise HostFactError(f"${CORES_ENV}={forced[:40]!r}: expected a whole number of CPUs") from None
         if not 1 <= n <= MAX_FORCED_CORES:
-            raise ValueError(f"{CORES_ENV}={n}: expected 1 to {MAX_FORCED_CORES} CPUs")
+            raise HostFactError(f"${CORES_ENV}={n}: expected 1 to {MAX_FORCED_CORES} CPUs")
         return n
     try:
         return len(os.sched_getaffinity(0))
@@ -66,14 +68,14 @@ def cpu_flags() -> list[str]:
     ``flags`` line of ``/proc/cpuinfo`` (x86) or its ``Features`` line (Arm); empty elsewhere.
 
     Raises:
-        ValueError: a forced flag is not 1-64 letters, digits, ``_`` or ``.``.
+        tracedoc.errors.HostFactError: (a ValueError) a forced flag is not 1-64 letters, digits, ``_`` or ``.``.
     """
     forced = os.environ.get(FLAGS_ENV)
     if forced is not None:
         flags = [f for f in re.split(r"[\s,]+", forced) if f]
         for f in flags:
             if not _FLAG_RE.fullmatch(f):
-                raise ValueError(f"{FLAGS_ENV}: {f[:40]!r} is not a CPU flag name")
+                raise HostFactError(f"${FLAGS_ENV}: {f[:40]!r} is not a CPU flag name")
         return flags
     text = _cpuinfo_field("flags") or _cpuinfo_field("Features") or ""
     return text.split()

@@ -23,6 +23,7 @@ from rich.markup import escape
 from tracedoc._version import __version__
 from tracedoc.cli import analyze, cache, diff, listing  # noqa: F401  (each registers its commands)
 from tracedoc.cli.common import app, debugging, err_console
+from tracedoc.errors import TracedocError
 
 __all__ = ["app", "main"]
 
@@ -105,6 +106,11 @@ def main() -> None:
     except usage_errors as exc:
         err_console.print(f"tracedoc: error: {escape(usage_message(exc))}", soft_wrap=True)
         code = getattr(exc, "exit_code", 2) or 2
+    except TracedocError as exc:  # a known problem raised outside a command's own funnel
+        if debugging():
+            raise
+        err_console.print(f"tracedoc: error: {escape(str(exc))}", soft_wrap=True)
+        code = 2
     except Exception as exc:  # an abort or an internal error: one line, never a traceback
         if debugging():
             raise
