@@ -56,13 +56,21 @@ def test_fix_loop_pairs_show_their_profiler_overhead_measured_per_trial(results)
         assert r["model"] == "cpu replay"  # CPU-only traces: the CPU step model (signals/cpumodel.py)
 
 
-def test_every_representative_pair_holds(results):
+def test_every_pair_holds(results):
     """The issue's target: every pair within 25% of the median-step change, or its range
-    (widened by 25%) holding it; a pair whose profiled steps are not the job's (profiled/timed
-    beyond the fix-loop's warning factor) is flagged instead, and the flag is measured."""
+    (widened by 25%) holding it."""
     for r in results:
-        assert r["within_target"] or not r["representative"], r
+        assert r["within_target"], r
     by = {r["pair"]: r for r in results}
-    assert by["input_bound_num_workers"]["representative"] and by["input_bound_num_workers"]["meets_range"]
-    assert by["dispatch_bound_compile"]["within_target"]  # holds, though its profiled steps are 1.9x
-    assert not by["resnet_amp_bf16"]["representative"]  # profiled 12x slower than the job: flagged
+    assert by["input_bound_num_workers"]["meets_range"]  # a range: the point is its high end
+    assert by["resnet_amp_bf16"]["representative"] and abs(by["resnet_amp_bf16"]["ab_error"]) <= 0.25
+
+
+def test_a_pair_whose_profiled_steps_are_not_the_jobs_is_flagged(calibration, results):
+    """Profiled steps beyond the fix-loop's 1.3x warning of the job's timed step are flagged,
+    measured per trial: the dispatch-bound workload's 8,000 tiny ops per step (1.9x)."""
+    by = {r["pair"]: r for r in results}
+    assert by["dispatch_bound_compile"]["profiled_over_timed"] > 1.3
+    assert not by["dispatch_bound_compile"]["representative"]
+    assert "Not representative: dispatch_bound_compile" in calibration.markdown(results)
+    assert by["input_bound_num_workers"]["representative"] and by["resnet_amp_bf16"]["representative"]
