@@ -302,15 +302,22 @@ def cpu_fp32_matmul_ms(ctx: SignalContext) -> float:
         raise SignalUnavailable("tracedoc_host.amp is missing (the precision of the matmuls is unknown)")
     if amp != "off":
         return 0.0
+    return float(outermost_matmul_ops(ctx)["dur_us"].sum()) / _n_steps(ctx) / 1000.0
+
+
+def outermost_matmul_ops(ctx: SignalContext) -> pd.DataFrame:
+    """The :func:`training_ops` in :data:`MATMUL_CONV_OPS` that no earlier matmul/conv op
+    encloses (an ``aten::linear`` counts once, not again for its ``aten::addmm``), by start.
+
+    Raises:
+        SignalUnavailable: :func:`training_ops` is unavailable.
+    """
     ops = training_ops(ctx)
     mm = ops[ops["name"].isin(MATMUL_CONV_OPS)].sort_values("ts_us")
-    if not len(mm):
-        return 0.0
-    ts, end, dur = mm["ts_us"].to_numpy(), mm["end_us"].to_numpy(), mm["dur_us"].to_numpy()
-    outer_end = np.maximum.accumulate(end)
+    ts, end = mm["ts_us"].to_numpy(), mm["end_us"].to_numpy()
     outermost = np.ones(len(mm), dtype=bool)
-    outermost[1:] = ts[1:] >= outer_end[:-1]  # not inside an earlier matmul/conv op
-    return float(dur[outermost].sum()) / _n_steps(ctx) / 1000.0
+    outermost[1:] = ts[1:] >= np.maximum.accumulate(end)[:-1]  # not inside an earlier one
+    return mm[outermost]
 
 
 @signal("share")

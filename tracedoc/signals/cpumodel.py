@@ -22,7 +22,7 @@ workers (``tracedoc_host`` metadata, recorded by the fix-loop harness:
   step's time that no top-level op and no DataLoader span covers (clamped at 0). Python,
   the dispatcher and the allocator run on the training thread alone;
 * ``M_k``: matmul and convolution time (:data:`tracedoc.signals.cpu.MATMUL_CONV_OPS`, outermost
-  occurrence only), capped at ``A_k``;
+  occurrence only: :func:`tracedoc.signals.cpu.outermost_matmul_ops`), capped at ``A_k``;
 * ``A_k = max(0, S_k - D_k - s_k)``: op arithmetic, of which ``M_k`` is matmul/conv. ``A_k``
   runs on the ``T`` intra-op threads.
 
@@ -80,12 +80,12 @@ import numpy as np
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.cpu import (
-    MATMUL_CONV_OPS,
     cpu_cores,
     cpu_op_overhead_us,
     dataloader_workers,
     host,
     intra_op_threads,
+    outermost_matmul_ops,
     training_ops,
 )
 from tracedoc.signals.intervals import overlap_per_window
@@ -111,7 +111,7 @@ class CpuParts:
 
     Attributes:
         step, dataloader, serial, arithmetic, matmul: ``S, D, s, A, M`` (ms per step).
-        cores, threads, workers: ``c, T`` and the trace's DataLoader workers.
+        cores, threads: ``c, T``.
         fp32: the matmuls ran in fp32 (``tracedoc_host.amp == "off"``).
     """
 
@@ -122,7 +122,6 @@ class CpuParts:
     matmul: float
     cores: int
     threads: int
-    workers: int
     fp32: bool
 
 
@@ -141,13 +140,8 @@ def _per_step(ctx: SignalContext) -> tuple[np.ndarray, ...]:
     dl = overlap_per_window(spans["ts_us"].to_numpy(), spans["end_us"].to_numpy(), ws, we)
     step = we - ws
     serial = fixed + np.maximum(step - dl - covered, 0.0)
-    mm = ops[ops["name"].isin(MATMUL_CONV_OPS)].sort_values("ts_us")
-    matmul = np.zeros(n)
-    if len(mm):
-        ts, end = mm["ts_us"].to_numpy(), mm["end_us"].to_numpy()
-        outer = np.ones(len(mm), dtype=bool)
-        outer[1:] = ts[1:] >= np.maximum.accumulate(end)[:-1]
-        matmul = np.bincount(mm["step_idx"].to_numpy()[outer], weights=mm["dur_us"].to_numpy()[outer], minlength=n)
+    mm = outermost_matmul_ops(ctx)
+    matmul = np.bincount(mm["step_idx"].to_numpy(), weights=mm["dur_us"].to_numpy(), minlength=n)
     return step, dl, np.minimum(serial, step - dl), matmul
 
 
@@ -160,8 +154,8 @@ def cpu_parts(ctx: SignalContext) -> CpuParts:
     """
 
     def build() -> CpuParts:
-        cores, threads, workers = cpu_cores(ctx), intra_op_threads(ctx), dataloader_workers(ctx)
-        if workers > 0:
+        cores, threads = cpu_cores(ctx), intra_op_threads(ctx)
+        if dataloader_workers(ctx) > 0:
             raise SignalUnavailable(
                 "the DataLoader already has workers: its time in the trace is waiting on them, not work "
                 "the model can place"
@@ -177,7 +171,6 @@ def cpu_parts(ctx: SignalContext) -> CpuParts:
             matmul=float(matmul.mean()) / 1000.0,
             cores=cores,
             threads=threads,
-            workers=workers,
             fp32=host(ctx).get("amp") == "off",
         )
 

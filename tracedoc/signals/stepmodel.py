@@ -896,7 +896,7 @@ def dataloader_replay_saving_ms(ctx: SignalContext) -> float:
     """What moving the DataLoader into workers saves per step, replayed, ms: the ``dataloader``
     fix, the high end of the range whose low end is :func:`dataloader_replay_saving_low_ms`. On
     a GPU trace: no contention. On a CPU-only trace: the CPU step model's
-    (:mod:`tracedoc.signals.cpumodel`), only the matmul/conv time spread over fewer threads.
+    (:mod:`tracedoc.signals.cpumodel`), the loading hidden by workers that need no core.
 
     Raises:
         SignalUnavailable: no complete step with launches (a GPU trace), or a CPU-only trace
