@@ -210,8 +210,8 @@ def test_rules_folder_parsed_once(tmp_path, monkeypatch):
     folder.mkdir()
     (folder / "budget.toml").write_text(budget_rule_toml(120))
     reads: list[Path] = []
-    real = rules_mod._read_rule_text
-    monkeypatch.setattr(rules_mod, "_read_rule_text", lambda p: reads.append(p) or real(p))
+    real = rules_mod.read_toml_text
+    monkeypatch.setattr(rules_mod, "read_toml_text", lambda p: reads.append(p) or real(p))
     rules_mod._load_rule_file_cached.cache_clear()
     for _ in range(8):  # as a rank directory does, once per rank
         assert [r.code for r in load_rules([folder])][-1] == "CI1"

@@ -74,28 +74,12 @@ def _read_pyproject(pyproject: Path) -> dict[str, Any]:
         ConfigError: one line naming the file: not a regular file, unreadable, too large, not
             UTF-8, a bound exceeded, or invalid TOML.
     """
-    import os
-    import stat
-
-    from tracedoc.engine.rules import parse_toml
+    from tracedoc.engine.rules import parse_toml, read_toml_text
     from tracedoc.errors import display_path
 
-    shown = display_path(pyproject)
     try:
-        st = os.stat(pyproject)
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{shown}: not a regular file")
-        if st.st_size > MAX_PYPROJECT_BYTES:
-            raise ConfigError(f"{shown}: pyproject.toml larger than {MAX_PYPROJECT_BYTES >> 20} MiB")
-        with open(pyproject, "rb") as fh:
-            raw = fh.read(MAX_PYPROJECT_BYTES + 1)
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"{shown}: cannot read ({exc.strerror or exc})") from None
-    try:
-        return parse_toml(text, shown, MAX_PYPROJECT_BYTES, "pyproject.toml")
+        text = read_toml_text(pyproject, MAX_PYPROJECT_BYTES, "pyproject.toml", hint=None)
+        return parse_toml(text, display_path(pyproject), MAX_PYPROJECT_BYTES, "pyproject.toml")
     except RuleError as exc:
         raise ConfigError(str(exc)) from None
 

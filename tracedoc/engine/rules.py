@@ -368,8 +368,7 @@ def parse_toml(text: str, src: str, max_bytes: int = MAX_RULE_FILE_BYTES, what: 
             Python's limit on converting one, included).
     """
     if len(text) > max_bytes:
-        size = f"{max_bytes // (1 << 20)} MiB" if max_bytes >= 1 << 20 else f"{max_bytes // 1024} KiB"
-        raise RuleError(f"{src}: {what} larger than {size}")
+        raise RuleError(f"{src}: {what} larger than {_size_text(max_bytes)}")
     if _LONG_DOTTED_KEY.search(text):
         raise RuleError(f"{src}: a key with more than {MAX_DOTTED_PARTS} dotted parts")
     try:
@@ -384,18 +383,34 @@ def parse_toml(text: str, src: str, max_bytes: int = MAX_RULE_FILE_BYTES, what: 
         raise RuleError(f"{src}: TOML too large to parse (out of memory)") from None
 
 
-def _read_rule_text(p: Path) -> str:
-    """The text of a rule file: a regular file (a FIFO or device is refused before it is
-    opened), read up to the size cap, UTF-8."""
+def _size_text(n: int) -> str:
+    """A size bound as the errors say it: ``"1 MiB"``, ``"64 KiB"``."""
+    return f"{n // (1 << 20)} MiB" if n >= 1 << 20 else f"{n // 1024} KiB"
+
+
+def read_toml_text(
+    p: Path,
+    max_bytes: int = MAX_RULE_FILE_BYTES,
+    what: str = "rule file",
+    hint: str | None = "rule files must be regular .toml files",
+) -> str:
+    """The text of a TOML file tracedoc reads (a rule file; ``pyproject.toml``,
+    :mod:`tracedoc.config`): a regular file (a FIFO or device is refused before it is opened),
+    of at most ``max_bytes`` bytes, UTF-8.
+
+    Raises:
+        RuleError: ``"{file}: ..."``: not a regular file (``hint`` appended), larger than
+            ``max_bytes`` (named ``what``), unreadable, or not UTF-8.
+    """
     shown = display_path(p)
     try:
         st = os.stat(p)
         if not stat.S_ISREG(st.st_mode):
-            raise RuleError(f"{shown}: not a regular file; rule files must be regular .toml files")
-        if st.st_size > MAX_RULE_FILE_BYTES:
-            raise RuleError(f"{shown}: rule file larger than {MAX_RULE_FILE_BYTES // 1024} KiB")
+            raise RuleError(f"{shown}: not a regular file" + (f"; {hint}" if hint else ""))
+        if st.st_size > max_bytes:
+            raise RuleError(f"{shown}: {what} larger than {_size_text(max_bytes)}")
         with open(p, "rb") as fh:
-            raw = fh.read(MAX_RULE_FILE_BYTES + 1)
+            raw = fh.read(max_bytes + 1)
         return raw.decode("utf-8")
     except RuleError:
         raise
@@ -409,7 +424,7 @@ def _read_rule_text(p: Path) -> str:
 def _load_rule_file_cached(path: str, _ino: int, _mtime_ns: int, _size: int) -> Rule:
     p = Path(path)
     shown = display_path(p)
-    return parse_rule(parse_toml(_read_rule_text(p), shown), shown)
+    return parse_rule(parse_toml(read_toml_text(p), shown), shown)
 
 
 def load_rule_file(path: str | Path) -> Rule:
