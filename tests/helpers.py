@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from typing import Any
@@ -68,3 +69,20 @@ def report_of(findings: list[dict]) -> Report:
         ],
         skipped=[],
     )
+
+
+def terminal_console(width: int, colour: bool) -> tuple[Any, io.StringIO]:
+    """A rich Console writing into a buffer, as a terminal of ``width`` columns with (truecolor)
+    or without colour would get it; returns ``(console, buffer)``."""
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(
+        file=buf,
+        width=width,
+        color_system="truecolor" if colour else None,
+        force_terminal=colour,
+        no_color=not colour,
+        highlight=False,
+    )
+    return console, buf

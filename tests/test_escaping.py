@@ -41,10 +41,10 @@ from pathlib import Path
 
 import pytest
 import typer
+from helpers import terminal_console
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
-from rich.console import Console
 from tracebuilder import TraceBuilder
 
 import tracedoc
@@ -336,15 +336,7 @@ def check_sarif(text: str) -> str:
 
 
 def terminal(doc, fmt: str = "text", width: int = 100, colour: bool = False) -> str:
-    buf = io.StringIO()
-    console = Console(
-        file=buf,
-        width=width,
-        color_system="truecolor" if colour else None,
-        force_terminal=colour,
-        no_color=not colour,
-        highlight=False,
-    )
+    console, buf = terminal_console(width, colour)
     render(doc, fmt, console=console)
     return buf.getvalue()
 

@@ -11,6 +11,7 @@ import re
 import jsonschema
 import pytest
 from conftest import FIXTURES, real_trace
+from helpers import terminal_console
 from rich.console import Console
 
 import tracedoc
@@ -55,15 +56,7 @@ def w0() -> Report:
 
 
 def render(report: Report, width: int, colour: bool, **kw) -> list[str]:
-    buf = io.StringIO()
-    console = Console(
-        file=buf,
-        width=width,
-        color_system="truecolor" if colour else None,
-        force_terminal=colour,
-        no_color=not colour,
-        highlight=False,
-    )
+    console, buf = terminal_console(width, colour)
     ConsoleRenderer(console, **kw).render(report)
     text = re.sub(r"\x1b\[[0-9;]*m", "", buf.getvalue())
     return text.splitlines()
