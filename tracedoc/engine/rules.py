@@ -450,6 +450,8 @@ def load_rule_file(path: str | Path) -> Rule:
 def builtin_rules() -> list[Rule]:
     """The rules shipped in the top-level ``rules/`` folder (package ``tracedoc.builtin_rules``).
 
+    An installed tracedoc reads them from the package; a source checkout on ``PYTHONPATH``
+    (not installed) has no such package, and reads the ``rules/`` folder beside ``tracedoc/``.
     Parsed once per process; each call returns a new list of the same rules.
     """
     return list(_builtin_rules())
@@ -457,7 +459,10 @@ def builtin_rules() -> list[Rule]:
 
 @functools.lru_cache(maxsize=1)
 def _builtin_rules() -> tuple[Rule, ...]:
-    root = resources.files("tracedoc.builtin_rules")
+    try:
+        root = resources.files("tracedoc.builtin_rules")
+    except ModuleNotFoundError:  # a checkout on PYTHONPATH: the folder the package maps to
+        root = Path(__file__).resolve().parents[2] / "rules"
     rules = []
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".toml"):

@@ -33,6 +33,9 @@ HOST_METADATA_KEY = "tracedoc_host"
 #: Environment variable the fix-loop sets for its A/B measurement runs: when ``"1"``,
 #: :func:`measure` records no trace and times a single window (see docs/fix-loop.md).
 MEASURE_ONLY_ENV = "TRACEDOC_MEASURE_ONLY"
+#: ``TRACEDOC_RECORD_SHAPES=1`` records input shapes and dtypes (``record_shapes=True``), which
+#: the op views read; off by default, since it adds CPU time to every profiled op.
+RECORD_SHAPES_ENV = "TRACEDOC_RECORD_SHAPES"
 
 #: CPU flags that mean the cores have bf16 matrix or dot-product units (see :mod:`tracedoc.hostfacts`).
 BF16_CPU_FLAGS = hostfacts.BF16_CPU_FLAGS
@@ -164,8 +167,8 @@ def measure(
     """Warm up, record a trace, then time ``steps.repeats`` windows of ``steps.timed`` steps.
 
     The trace is recorded with ``torch.profiler`` (CPU activity, plus CUDA on a GPU),
-    ``schedule(wait, warmup, active)``, ``record_shapes=False`` and ``profile_memory=True``
-    (so ``[memory]`` events exist), and exported as a gzipped Chrome trace
+    ``schedule(wait, warmup, active)``, ``record_shapes=False`` (``True`` with the environment
+    variable ``TRACEDOC_RECORD_SHAPES=1``) and ``profile_memory=True`` (so ``[memory]`` events exist), and exported as a gzipped Chrome trace
     ``out_dir/trace.pt.trace.json.gz``. The timed windows run with the profiler off and
     the device synchronised at each window's edges, so profiling overhead and queued
     work do not pollute the figures. The trace carries :func:`host_info` (core count,
@@ -230,7 +233,7 @@ def _record_trace(step: Callable[[], None], device: str, trace_path: Path, steps
         activities=activities,
         schedule=schedule(wait=steps.profile_wait, warmup=steps.profile_warmup, active=steps.profile_active, repeat=1),
         on_trace_ready=export,
-        record_shapes=False,
+        record_shapes=os.environ.get(RECORD_SHAPES_ENV) == "1",
         profile_memory=True,
         with_stack=False,
     ) as prof:
