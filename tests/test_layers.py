@@ -39,6 +39,7 @@ LAYERS = {
     "tracedoc.fixloop": 6,
     "tracedoc.cli": 7,
     "tracedoc.__main__": 7,
+    "tracedoc.profiler": 7,  # torch.profiler's on_trace_ready handler: public API beside the root
     "tracedoc": 7,  # the package root: the public API, lazily over every layer
 }
 

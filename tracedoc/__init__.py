@@ -13,6 +13,8 @@ The Python API (a notebook session is in ``docs/python-api.md``):
 - :func:`analyze` -- a path or a :class:`Trace` -> :class:`Report` (signals, findings, skipped rules).
 - :class:`Trace`, :class:`Report` -- both have short reprs and render as HTML and
   Markdown in notebooks (``_repr_html_``, ``_repr_markdown_``).
+- :func:`on_trace_ready`, :func:`profile` -- inside ``torch.profiler``: write each trace,
+  print its diagnosis, keep the :class:`Report` (:mod:`tracedoc.profiler`).
 - :class:`TracedocError` (and :class:`TraceLoadError`) -- one-line messages, never a repr.
 
 ``import tracedoc`` stays light (no pandas): ``analyze_trace``, ``Trace`` and ``Report``
@@ -30,6 +32,8 @@ _LAZY = {
     "analyze_trace": "tracedoc.engine",
     "Trace": "tracedoc.trace",
     "Report": "tracedoc.report",
+    "on_trace_ready": "tracedoc.profiler",
+    "profile": "tracedoc.profiler",
 }
 
 
@@ -92,4 +96,15 @@ def __dir__():
     return sorted(__all__)
 
 
-__all__ = ["__version__", "load", "analyze", "analyze_trace", "Trace", "Report", "TracedocError", "TraceLoadError"]
+__all__ = [
+    "__version__",
+    "load",
+    "analyze",
+    "analyze_trace",
+    "Trace",
+    "Report",
+    "TracedocError",
+    "TraceLoadError",
+    "on_trace_ready",
+    "profile",
+]
