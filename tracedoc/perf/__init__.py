@@ -3,4 +3,10 @@
 
 A bottom layer: it imports nothing of tracedoc's above :mod:`tracedoc.errors` and
 :mod:`tracedoc.text`, so the loaders' callers, the signals and the renderers can all use it.
+The formulas, their sources and how they differ from TraceLens's are in ``docs/op-models.md``.
 """
+
+from tracedoc.perf.flops import OpCost, op_cost
+from tracedoc.perf.peaks import DevicePeak, Roofline, match_device, roofline
+
+__all__ = ["DevicePeak", "OpCost", "Roofline", "match_device", "op_cost", "roofline"]
