@@ -18,19 +18,23 @@ from tracedoc.engine import analyze_trace
 from tracedoc.errors import TraceLoadError
 from tracedoc.load import load
 from tracedoc.load.fast import Fallback, collect_columns, decode_document
+from tracedoc.load.shapes import SHAPE_ARGS, all_frame_columns
 from tracedoc.load.source import gzip_size_hint, read_trace_bytes
-from tracedoc.trace import FRAME_COLUMNS
 
 REAL = sorted(p.name for p in FIXTURES.glob("*.gz"))
 
 
 def assert_same_trace(a, b):
-    for kind in FRAME_COLUMNS:
+    for kind, spec in all_frame_columns().items():  # the schema plus the recorded-input columns
         fa, fb = getattr(a, kind), getattr(b, kind)
+        assert list(fa.columns) == list(fb.columns) == [c for c, _ in spec], kind
         pd.testing.assert_frame_equal(fa, fb, check_exact=True, obj=kind)
-        for col, dtype in FRAME_COLUMNS[kind]:  # object columns hold the same Python types too
+        for col, dtype in spec:  # object columns hold the same Python types too
             if dtype == "object":
                 assert [type(v) for v in fa[col]] == [type(v) for v in fb[col]], (kind, col)
+            elif dtype == "category":  # same text, same categories in the same order, same codes
+                assert fa[col].cat.categories.tolist() == fb[col].cat.categories.tolist(), (kind, col)
+                assert fa[col].cat.codes.tolist() == fb[col].cat.codes.tolist(), (kind, col)
     assert a.metadata == b.metadata
     assert a.devices == b.devices
     assert (a.origin_us, a.span_us, a.n_events, a.path) == (b.origin_us, b.span_us, b.n_events, b.path)
@@ -61,6 +65,10 @@ def test_real_trace_identical_frames_signals_findings(name):
     fast, ref = load(path), load(path, engine="reference")
     assert_same_trace(fast, ref)
     assert_same_analysis(fast, ref)
+    # the recorded-input columns are compared on real values, not only on two empty columns
+    raw = read_trace_bytes(path)
+    for col, key in SHAPE_ARGS:
+        assert fast.ops[col].notna().any() == (f'"{key}"'.encode() in raw), (name, col)
 
 
 @pytest.mark.parametrize("name", REAL)
@@ -196,6 +204,21 @@ def _edge_traces() -> dict[str, dict]:
         }
     )
     out["metadata_and_step_names"] = d
+    d = dataloader_bound(n_steps=2).doc()
+    ops = [e for e in d["traceEvents"] if e.get("cat") == "cpu_op"]
+    shapes = [
+        {
+            "Input Dims": [[32, 3, 224, 224], [64, 3, 7, 7], [], []],
+            "Input type": ["float", "c10::BFloat16", "", "Scalar"],
+        },
+        {"Input Dims": [[[2, 3], [4]], []], "Input Strides": [[[3, 1], [1]], []], "Concrete Inputs": ["", "[2, 2]"]},
+        {"Input Dims": "[[1]]", "Input type": [1, 2], "Input Strides": [[1.5]], "Concrete Inputs": [None]},
+        {"Input Dims": [[True]], "Input type": {"a": 1}, "Input Strides": [[2**70]], "Concrete Inputs": ["x" * 5000]},
+        {"Input Dims": [[[[1]]]], "Input type": None, "Input Strides": [[1]] * 3000, "Concrete Inputs": 7},
+    ]
+    for e, extra in zip(ops, shapes * len(ops), strict=False):
+        e.setdefault("args", {}).update(extra)
+    out["recorded_shapes_valid_and_hostile"] = d
     out["only_memory_events"] = {
         "traceEvents": [
             {
@@ -237,6 +260,7 @@ def test_edge_case_identical(tmp_path, case):
         "hip_runtime",
         "metadata_and_step_names",
         "only_memory_events",
+        "recorded_shapes_valid_and_hostile",
     ],
 )
 def test_edge_cases_need_no_handover(tmp_path, case):
@@ -400,7 +424,8 @@ def small_parallel(monkeypatch):
 def test_parallel_decoding_identical(tmp_path, small_parallel, workers):
     names = REAL[:] or []
     paths = [FIXTURES / n for n in names if n.startswith(("v100_resnet50_ddp", "mi250", "a100"))]
-    for case in ("basic", "memory_events", "string_pids_mixed", "metadata_and_step_names", "hip_runtime"):
+    cases = ("basic", "memory_events", "string_pids_mixed", "metadata_and_step_names", "hip_runtime")
+    for case in (*cases, "recorded_shapes_valid_and_hostile"):
         p = tmp_path / f"{case}.json"
         p.write_text(json.dumps(EDGE[case], indent=1))
         paths.append(p)

@@ -64,7 +64,11 @@ if TYPE_CHECKING:
     from tracedoc.trace import Trace
 
 #: Entry layout; v2 added the Record Window End instant to the manifest; v3 the marker file and
-#: the full content digest (older layouts' folders are never read nor removed).
+#: the full content digest (older layouts' folders are never read nor removed). Not bumped for a
+#: change of frame columns (the ops frame's recorded inputs) nor for the manifest's
+#: ``dropped_events``: the key holds a hash of every frame's columns
+#: (:func:`tracedoc.load.shapes.all_frame_columns`), so an entry written with other columns is
+#: stale and rewritten in place, where a new layout would leave the old folders on disk.
 LAYOUT = "v3"
 #: Traces smaller than this on disk are not cached (``TRACEDOC_CACHE_MIN_BYTES`` replaces it,
 #: through :class:`tracedoc.settings.Environment`).
@@ -180,7 +184,9 @@ def _frame(table, cols: list[tuple[str, str]]):
     data = {}
     for c, t in cols:
         col = table.column(c)
-        if t == "object":
+        if t == "category":
+            data[c] = pd.Series(_text_values(col))
+        elif t == "object":
             parts = []
             for arr in col.chunks:  # a row group each: its own dictionary
                 if len(arr) == 0:
@@ -195,6 +201,44 @@ def _frame(table, cols: list[tuple[str, str]]):
         else:
             data[c] = pd.Series(col.to_numpy(), dtype=t)
     return pd.DataFrame(data)
+
+
+def _text_values(col):
+    """The ``Categorical`` of a recorded-input column (:mod:`tracedoc.load.shapes`) from its
+    Parquet column: dictionary-encoded strings with nulls, or the null type when every cell is
+    missing. Rebuilt by :func:`tracedoc.trace.text_categorical`, so the categories take the one
+    form a fresh load gives (the distinct texts present, sorted) whatever the row groups held.
+
+    Raises:
+        ValueError: a column of another type (not one this cache wrote).
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tracedoc.trace import text_categorical
+
+    parts = []
+    for arr in col.chunks:
+        if len(arr) == 0:
+            continue
+        if pa.types.is_null(arr.type):
+            parts.append(np.full(len(arr), None, dtype=object))
+            continue
+        if not pa.types.is_dictionary(arr.type) or not pa.types.is_string(arr.dictionary.type):
+            raise ValueError("a recorded-input column: not dictionary-encoded strings")
+        values = np.empty(len(arr.dictionary) + 1, dtype=object)  # the last one, None, is for nulls
+        values[:-1] = arr.dictionary.to_pylist()
+        codes = pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False)
+        parts.append(values[codes])
+    return text_categorical(np.concatenate(parts) if parts else np.empty(0, dtype=object))
+
+
+def _counts(value: Any) -> dict[str, int]:
+    """``Trace.dropped_events`` from a manifest: reason -> count, entries of other types left out."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and type(v) is int}
 
 
 @dataclass
@@ -244,9 +288,9 @@ class FrameCache:
             return None
         if not stat.S_ISREG(st.st_mode) or st.st_size < self.min_bytes:
             return None
-        from tracedoc.schema import FRAME_COLUMNS
+        from tracedoc.load.shapes import all_frame_columns
 
-        schema = hashlib.blake2b(repr(FRAME_COLUMNS).encode(), digest_size=8).hexdigest()
+        schema = hashlib.blake2b(repr(all_frame_columns()).encode(), digest_size=8).hexdigest()
         return {
             "layout": LAYOUT,
             "tracedoc": __version__,
@@ -320,17 +364,17 @@ class FrameCache:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from tracedoc.schema import FRAME_COLUMNS
+        from tracedoc.load.shapes import all_frame_columns
         from tracedoc.trace import Device, Trace
 
         frames = {}
-        for kind, cols in FRAME_COLUMNS.items():
+        for kind, cols in all_frame_columns().items():
             f = d / f"{kind}.parquet"
             crc, size = manifest["files"][kind]
             raw = read_regular(f, min(size, MAX_FRAME_BYTES))
             if len(raw) != size or zlib.crc32(raw) != crc:
                 raise ValueError(f"{f}: checksum mismatch")
-            strings = [c for c, t in cols if t == "object"]
+            strings = [c for c, t in cols if t in ("object", "category")]
             table = pq.read_table(pa.BufferReader(raw), read_dictionary=strings)
             if table.column_names != [c for c, _ in cols]:
                 raise ValueError(f"{f}: columns differ")
@@ -355,6 +399,7 @@ class FrameCache:
             span_us=float(t["span_us"]),
             n_events=int(t["n_events"]),
             metadata=t["metadata"],
+            dropped_events=_counts(t.get("dropped_events")),
             record_window_end_us=t.get("record_window_end_us"),
             **frames,
         )
@@ -396,6 +441,7 @@ class FrameCache:
                     "span_us": trace.span_us,
                     "n_events": trace.n_events,
                     "metadata": trace.metadata,
+                    "dropped_events": trace.dropped_events,
                     "record_window_end_us": trace.record_window_end_us,
                 },
             }

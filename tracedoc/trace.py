@@ -8,7 +8,9 @@ Frames (one row per event; empty frames keep their columns):
 ``ops`` -- CPU ops and CPU-side annotations (categories ``cpu_op``, ``user_annotation``,
     ``python_function``; the old ``Operator`` maps to ``cpu_op``):
     name (str), cat (str), pid (str), tid (str), ts_us, dur_us, end_us (float64),
-    external_id (float64, NaN when absent).
+    external_id (float64, NaN when absent); input_dims, input_types, input_strides,
+    concrete_inputs (category: the recorded inputs as compact JSON text, NaN when not
+    recorded; see the :class:`Trace` docstring and :mod:`tracedoc.load.shapes`).
 ``runtime`` -- CUDA/HIP runtime and driver calls: name, cat, kind (launch | memcpy |
     memset | sync | other), pid, tid, ts_us, dur_us, end_us, correlation (float64, NaN
     when absent).
@@ -34,9 +36,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from tracedoc.schema import FRAME_COLUMNS  # noqa: E402  (re-exported)
+from tracedoc.load.shapes import frame_columns
+from tracedoc.schema import FRAME_COLUMNS  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,18 @@ class Trace:
 
     - ``ops`` -- CPU ops and annotations (``cpu_op``, ``user_annotation``,
       ``python_function``): name, cat, pid, tid (str), ts_us, dur_us, end_us (µs),
-      external_id (float64, NaN when absent).
+      external_id (float64, NaN when absent), and the inputs recorded with
+      ``record_shapes=True``: input_dims (Kineto's ``Input Dims``), input_types (``Input
+      type``), input_strides (``Input Strides``), concrete_inputs (``Concrete Inputs``). Each
+      is a pandas ``Categorical`` of the value re-serialised as compact JSON text, the same
+      from both loaders (``"[[32,3,224,224],[64,3,7,7],[],[]]"``, ``'["float","","Scalar"]'``);
+      :func:`tracedoc.load.shapes.parse_shape_arg` gives the list back. NaN when the event
+      has no such arg (a trace recorded without shapes, most annotations) or its value was
+      dropped: not a list of the documented form (dims and strides: lists of int64 integers or
+      of such lists; types and concrete inputs: strings), or over 4,096 characters of JSON
+      (:data:`tracedoc.load.shapes.SHAPE_TEXT_MAX_CHARS`); each dropped value is counted in
+      ``dropped_events`` under :data:`tracedoc.load.shapes.DROP_SHAPE_ARG` and the op is kept.
+      The categories are the distinct texts present, sorted (a filtered frame keeps them all).
     - ``runtime`` -- CUDA/HIP runtime and driver calls: name, cat, kind (launch | memcpy |
       memset | sync | other), pid, tid, ts_us, dur_us, end_us (µs), correlation.
     - ``kernels`` -- GPU kernels: name, device (int), stream (int), ts_us, dur_us, end_us
@@ -202,17 +217,48 @@ class Trace:
         return self.devices[0] if self.devices else None
 
 
+def text_categorical(values: Any) -> pd.Categorical:
+    """A ``Categorical`` of strings from ``values`` (a sequence of str, None or NaN; None and
+    NaN are missing): its categories are the distinct strings present, sorted, as an
+    ``object`` index, and its codes the smallest integer type that holds them (int8 below 128
+    categories). The one form the recorded-input columns take, whichever loader or cache made them.
+
+    Raises:
+        TypeError: a value that is neither a string nor missing.
+    """
+    arr = values if isinstance(values, np.ndarray) and values.dtype == object else np.asarray(values, dtype=object)
+    if arr.ndim != 1:
+        arr = arr.reshape(-1)
+    if not len(arr) or (arr.strides == (0,) and arr[0] is None):  # the fast loader's all-None view
+        return pd.Categorical.from_codes(np.full(len(arr), -1, dtype=np.int8), categories=pd.Index([], dtype=object))
+    codes, uniques = pd.factorize(arr, sort=True, use_na_sentinel=True)
+    uniques = np.asarray(uniques, dtype=object)
+    if not all(isinstance(u, str) for u in uniques.tolist()):
+        raise TypeError("a text column holds a value that is not a string")
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
+
+
+def _series(values: Any, dtype: str) -> pd.Series:
+    if dtype == "object":
+        return pd.Series(values, dtype=object)
+    if dtype == "category":
+        return pd.Series(text_categorical(values))
+    return pd.Series(values, dtype=dtype)
+
+
 def empty_frame(kind: str) -> pd.DataFrame:
-    """An empty frame with the documented columns and dtypes of ``kind``."""
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in FRAME_COLUMNS[kind]})
+    """An empty frame with the documented columns and dtypes of ``kind``
+    (:func:`tracedoc.load.shapes.frame_columns`)."""
+    return pd.DataFrame({c: _series([], t) for c, t in frame_columns(kind)})
 
 
 def frame_from_columns(kind: str, cols: dict[str, list]) -> pd.DataFrame:
-    """Build the ``kind`` frame from column lists (all of equal length), coercing dtypes."""
+    """Build the ``kind`` frame from column lists or arrays (all of equal length), coercing
+    dtypes; ``category`` columns take strings or None (:func:`text_categorical`).
+
+    Raises:
+        KeyError: ``cols`` lacks a column of the frame.
+    """
     if not cols or not len(next(iter(cols.values()))):
         return empty_frame(kind)
-    data = {}
-    for c, t in FRAME_COLUMNS[kind]:
-        values = cols[c]
-        data[c] = pd.Series(values, dtype=t) if t != "object" else pd.Series(values, dtype=object)
-    return pd.DataFrame(data)
+    return pd.DataFrame({c: _series(cols[c], t) for c, t in frame_columns(kind)})

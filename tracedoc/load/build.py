@@ -9,6 +9,7 @@ import numpy as np
 
 from tracedoc.errors import TraceLoadError
 from tracedoc.load.reference import ColumnSink
+from tracedoc.load.shapes import DROP_SHAPE_ARG, SHAPE_COLUMNS
 from tracedoc.trace import FRAME_COLUMNS, Device, Trace, frame_from_columns
 
 _AMD_MARKERS = ("AMD", "Radeon", "Instinct")
@@ -353,7 +354,10 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
     Names longer than :data:`NAME_MAX_CHARS` are cut (:func:`cap_names`). Events with
     impossible values are dropped (:func:`drop_impossible`) and counted in
     ``Trace.dropped_events`` (reason -> count); the origin and span are those of the events
-    kept. Metadata is made JSON-safe (:func:`json_safe_metadata`).
+    kept. Recorded op inputs dropped as invalid (``sink.shape_args_dropped``, values, not
+    events) are counted there under :data:`tracedoc.load.shapes.DROP_SHAPE_ARG`, and the
+    recorded-input columns keep as categories only the texts of the rows kept. Metadata is
+    made JSON-safe (:func:`json_safe_metadata`).
 
     Raises:
         TraceLoadError: the trace holds no PyTorch profiler events at all (empty or foreign),
@@ -394,6 +398,12 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
     )
     span = (max_end - origin) if max_end > float("-inf") else 0.0
     devices = parse_devices(doc, sink.hip_runtime, dropped)
+    if getattr(sink, "shape_args_dropped", 0):
+        dropped[DROP_SHAPE_ARG] = sink.shape_args_dropped
+    ops = frames["ops"]
+    for col, _ in SHAPE_COLUMNS:  # the categories of the rows kept, whatever was dropped
+        if len(ops[col].cat.categories):
+            ops[col] = ops[col].cat.remove_unused_categories()
     if _is_mtia(frames):
         devices = _mtia_devices(frames, devices)
     return Trace(

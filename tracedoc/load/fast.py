@@ -3,10 +3,11 @@
 Why it is fast (measured in ``benchmarks/RESULTS.md``):
 
 * ``msgspec.json.decode`` into :class:`Event` structs that declare only the fields the
-  analysis reads (``ph``, ``cat``, ``name``, ``pid``, ``tid``, ``ts``, ``dur`` and a few
-  typed ``args``); every other key -- call stacks, input shapes, flow ids, the
-  dozens of kernel attributes -- is skipped by the parser without ever becoming a
-  Python object.
+  analysis reads (``ph``, ``cat``, ``name``, ``pid``, ``tid``, ``ts``, ``dur``, a few
+  typed ``args`` and the recorded op inputs, ``Input Dims`` and its kin); every other
+  key -- call stacks, flow ids, the dozens of kernel attributes -- is skipped by the
+  parser without ever becoming a Python object. Recorded inputs become one text per
+  distinct value (:func:`shape_column`).
 * After decoding, no per-event branching: events are sorted into frames with numpy
   masks over one kind code per event, each column is one C-level
   ``map(attrgetter(...))`` over the kept events, and per-name work (runtime call
@@ -31,11 +32,14 @@ import os
 import pickle
 import re
 import sys
+from collections import deque
+from itertools import compress, repeat
 from operator import attrgetter
 from typing import Any, Callable
 
 import msgspec
 import numpy as np
+import orjson
 
 from tracedoc import hostfacts
 from tracedoc.load.categories import (
@@ -52,6 +56,7 @@ from tracedoc.load.categories import (
     parse_memcpy_name,
 )
 from tracedoc.load.reference import WINDOW_END_NAME, _int, _num, _stream_from_tid, step_number, window_end_of
+from tracedoc.load.shapes import SHAPE_ARGS, all_frame_columns, shape_text
 from tracedoc.schema import FRAME_COLUMNS
 
 _NAN = float("nan")
@@ -80,6 +85,20 @@ class Args(msgspec.Struct, gc=False):
     wait_event_corr: float | str = msgspec.field(default=_NAN, name="wait_on_cuda_event_record_corr_id")
 
 
+class ShapedArgs(Args, gc=False):
+    """:class:`Args` and the recorded op inputs (``record_shapes=True``): each value's JSON
+    bytes, read once per distinct value when the columns are built (:func:`shape_column`); empty
+    when absent. A ``Raw`` points into the input buffer, so :func:`decode_document` replaces each
+    by a ``bytes`` copy at once (:func:`_detach_shapes`). A trace that holds none of these keys
+    (:func:`may_hold_shapes`) is decoded into the smaller :class:`Args`: four fields are 32 bytes
+    on every event with args."""
+
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    input_strides: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Strides")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
+
+
 class Event(msgspec.Struct, gc=False):
     """One trace event, reduced to the fields the analysis reads.
 
@@ -98,9 +117,18 @@ class Event(msgspec.Struct, gc=False):
     args: Args | None = None
 
 
+class ShapedEvent(Event, gc=False):
+    """An :class:`Event` whose args may hold recorded op inputs (:class:`ShapedArgs`)."""
+
+    args: ShapedArgs | None = None
+
+
+_NONE = np.array(None, dtype=object)  # 0-d: broadcast to an all-None column of any length
 _EMPTY_ARGS = Args()
+_EMPTY_SHAPED_ARGS = ShapedArgs()
 _TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _EVENTS_DECODER = msgspec.json.Decoder(list[Event])
+_SHAPED_EVENTS_DECODER = msgspec.json.Decoder(list[ShapedEvent])
 _ANY_DECODER = msgspec.json.Decoder()
 
 
@@ -123,6 +151,7 @@ class ArrayColumns:
         self.window_end: float | None = None
         self.n_events = 0
         self.unpaired_begin_end = 0  # always 0: traces with B/E events go to the reference loader
+        self.shape_args_dropped = 0
 
 
 #: Bytes mapped for the scan of number tokens that may not fit a double: digits to ``0``,
@@ -243,8 +272,32 @@ class _BoundedRecursion:
         sys.setrecursionlimit(self.old)
 
 
+#: ``Input`` occurrences :func:`may_hold_shapes` checks one by one before it answers True.
+_SHAPE_SCAN_MAX_HITS = 10_000
+
+
+def may_hold_shapes(data: Any) -> bool:
+    """False only when the JSON bytes surely hold no recorded-input key (``Input Dims``,
+    ``Input type``, ``Input Strides``, ``Concrete Inputs``): no backslash (a key may be written
+    with escapes, ``"\\u0049nput Dims"``) and no ``Input`` that begins a key (``"Input ``) or
+    ends one (``Inputs"``). A name that holds one makes it True: the events are then decoded
+    with :class:`ShapedArgs`, which only costs memory. Anything but ``bytes``/``bytearray``:
+    True. Cost: a ``memchr`` pass, then a substring search whose few hits in names are checked
+    one by one (past :data:`_SHAPE_SCAN_MAX_HITS`, True)."""
+    if not isinstance(data, (bytes, bytearray)) or data.find(b"\\") >= 0:
+        return True
+    i = data.find(b"Input")
+    for _ in range(_SHAPE_SCAN_MAX_HITS):
+        if i < 0:
+            return False
+        if (data[i - 1 : i] == b'"' and data[i + 5 : i + 6] == b" ") or data[i + 5 : i + 7] == b's"':
+            return True
+        i = data.find(b"Input", i + 5)
+    return True
+
+
 def decode_document(
-    data: Any, progress: Callable[[str], None] | None = None, span_out: list | None = None
+    data: Any, progress: Callable[[str], None] | None = None, span_out: list | None = None, shapes: bool | None = None
 ) -> tuple[dict[str, Any], list[Event]]:
     """Decode the top level and the typed events.
 
@@ -253,17 +306,22 @@ def decode_document(
     ``(start, end)`` of the ``traceEvents`` array (the value the top-level object ends up
     with, the last one when the key repeats) inside ``data`` is appended to it.
 
+    ``shapes``: whether to decode the recorded op inputs (:class:`ShapedEvent`, no event then
+    refers to ``data``: :func:`_detach_shapes`); None: :func:`may_hold_shapes` of ``data``.
+
     Raises:
         Fallback: invalid JSON (including what only the reference parser checks, see
             :func:`reference_would_reject`), nesting deeper than :data:`MSGSPEC_MAX_NESTING`,
             an unexpected top level, or a field of an unexpected type.
     """
+    if shapes is None:
+        shapes = may_hold_shapes(data)
     with _BoundedRecursion():
-        return _decode_document(data, progress, span_out)
+        return _decode_document(data, progress, span_out, shapes)
 
 
 def _decode_document(
-    data: Any, progress: Callable[[str], None] | None = None, span_out: list | None = None
+    data: Any, progress: Callable[[str], None] | None, span_out: list | None, shapes: bool
 ) -> tuple[dict[str, Any], list[Event]]:
     """The body of :func:`decode_document` (under bounded recursion)."""
     if reference_would_reject(data):
@@ -284,11 +342,33 @@ def _decode_document(
     if progress:
         progress("decoding events")
     try:
-        events = _EVENTS_DECODER.decode(raw_events)
+        events = (_SHAPED_EVENTS_DECODER if shapes else _EVENTS_DECODER).decode(raw_events)
     except _DECODE_ERRORS:
         raise Fallback from None
     del raw_events
+    if shapes:
+        _detach_shapes(events)
     return doc, events
+
+
+#: The :class:`Args` fields of the recorded op inputs (:data:`tracedoc.load.shapes.SHAPE_ARGS`).
+_SHAPE_FIELDS = tuple(c for c, _ in SHAPE_ARGS)
+
+
+def _detach_shapes(events: list[ShapedEvent]) -> None:
+    """Replace every non-empty recorded-input ``Raw`` of ``events`` by a ``bytes`` copy (one
+    object per distinct value), so that no decoded event refers to the input buffer: the caller
+    may then release it. C-level maps only; on a trace without recorded inputs, one pass over
+    the events' args per field finds nothing to do."""
+    args = list(filter(None, map(attrgetter("args"), events)))
+    for field in _SHAPE_FIELDS:
+        raws = list(map(attrgetter(field), args))
+        if not any(raws):  # an empty Raw (absent) is false
+            continue
+        distinct = _Memo(lambda b: b)  # equal values share one bytes object
+        copies = map(distinct.__getitem__, map(bytes, filter(None, raws)))
+        deque(map(setattr, compress(args, raws), repeat(field), copies), maxlen=0)  # run, keep nothing
+        del raws
 
 
 def _floats(values: list) -> np.ndarray:
@@ -359,6 +439,37 @@ def _mapped(memo: _Memo, values: list) -> list:
     return list(map(memo.__getitem__, values))
 
 
+def shape_column(column: str, values: list) -> tuple[np.ndarray, int]:
+    """The ops frame's recorded-input ``column`` from the kept ops' values of that arg (JSON
+    bytes as :func:`_detach_shapes` left them; empty where absent): an object array of text or
+    None, and how many values were dropped as invalid. Each distinct value is read by orjson, as
+    the reference loader reads it, and checked once (:func:`tracedoc.load.shapes.shape_text`).
+
+    Raises:
+        Fallback: a value orjson rejects (the reference loader words the error).
+    """
+    m = len(values)
+    out = np.empty(m, dtype=object)  # all None
+    present = np.fromiter(map(bool, values), dtype=bool, count=m)
+    if not present.any():  # a trace recorded without shapes: nothing to read
+        return out, 0
+    invalid: set[bytes] = set()
+
+    def text_of(raw: bytes) -> str | None:
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise Fallback from None
+        text = shape_text(column, value)
+        if text is None and value is not None:  # null reads as absent, not as dropped
+            invalid.add(raw)
+        return text
+
+    kept = list(compress(values, present.tolist()))
+    out[present] = _mapped(_Memo(text_of), kept)
+    return out, (sum(map(invalid.__contains__, kept)) if invalid else 0)
+
+
 def collect_columns(events: list[Event], progress: Callable[[str], None] | None = None) -> ArrayColumns:
     """Sort decoded events into frame columns, column by column.
 
@@ -389,6 +500,8 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
         for i in inst[inst_names == WINDOW_END_NAME].tolist():
             out.window_end = window_end_of(out.window_end, getattr(events[i], "ts", None))
     mins, maxs = [], []
+    shaped = bool(events) and type(events[0]) is ShapedEvent
+    empty_args = _EMPTY_SHAPED_ARGS if shaped else _EMPTY_ARGS
     for kind, code in _KIND_CODE.items():
         sel = [events[i] for i in np.flatnonzero(codes == code).tolist()]
         m = len(sel)
@@ -404,7 +517,7 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
             maxs.append((ts + dur).max())
         zeros = np.zeros(m)
         name_arr = _obj(names)
-        args = [e.args or _EMPTY_ARGS for e in sel]
+        args = [e.args or empty_args for e in sel]
         if kind in (KIND_OP, KIND_RUNTIME):
             cats = _obj(_mapped(canon_of_cat, _get("cat", sel)))
             as_str = _Memo(_id_str)
@@ -421,6 +534,12 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
                 "end_us": zeros,
                 "external_id": _floats_of("external_id", args),
             }
+            for col, _key in SHAPE_ARGS:
+                if not shaped:  # decoded without them: no such key in the trace; a view, no memory
+                    out.cols["ops"][col] = np.broadcast_to(_NONE, (m,))
+                    continue
+                out.cols["ops"][col], bad = shape_column(col, _get(col, args))
+                out.shape_args_dropped += bad
             step_no = np.fromiter(map(_Memo(step_number).__getitem__, names), dtype=np.int64, count=m)
             is_step = (step_no >= 0) & ((cats == "cpu_op") | (cats == "user_annotation"))
             out.cols["steps"] = {
@@ -571,7 +690,9 @@ def check_part_span(span: tuple[int, int], length: int, first: bool, last: bool)
         raise Fallback
 
 
-def _decode_part(holder: list, lo: int, hi: int, first: bool, last: bool) -> tuple[dict, ArrayColumns]:
+def _decode_part(
+    holder: list, lo: int, hi: int, first: bool, last: bool, shapes: bool | None = None
+) -> tuple[dict, ArrayColumns]:
     """In a forked child: decode ``holder[0][lo:hi]`` as one document, editing the bytes
     around it in place (the child's copy-on-write view; the parent never sees it), then
     drop this process's view of the buffer before building columns."""
@@ -586,7 +707,7 @@ def _decode_part(holder: list, lo: int, hi: int, first: bool, last: bool) -> tup
         end = hi + len(_SUFFIX)
     view = memoryview(data)[start:end]
     span: list = []
-    doc, events = decode_document(view, span_out=span)
+    doc, events = decode_document(view, span_out=span, shapes=shapes)
     check_part_span(span[0], len(view), first, last)
     view.release()
     holder[0] = None  # drops this process's reference to the buffer
@@ -633,7 +754,7 @@ def _merge(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
         doc.update(d)
     out = ArrayColumns()
     cols = [c for _, c in parts]
-    for kind, spec in FRAME_COLUMNS.items():
+    for kind, spec in all_frame_columns().items():
         out.cols[kind] = {name: np.concatenate([c.cols[kind][name] for c in cols]) for name, _ in spec}
     out.min_ts = min(c.min_ts for c in cols)
     out.max_end = max(c.max_end for c in cols)
@@ -641,6 +762,7 @@ def _merge(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
     ends = [c.window_end for c in cols if c.window_end is not None]
     out.window_end = max(ends) if ends else None
     out.n_events = sum(c.n_events for c in cols)
+    out.shape_args_dropped = sum(c.shape_args_dropped for c in cols)
     return doc, out
 
 
@@ -674,6 +796,7 @@ def parse_parallel(holder: list, parts: int, after_fork: Callable[[], None] | No
         bounds.append((lo, a_end))
         lo = b_start
     bounds.append((lo, len(data)))
+    shapes = may_hold_shapes(data)  # once, on the whole buffer: the parts are memoryviews
     children = []
     try:
         for i in range(1, len(bounds)):
@@ -685,7 +808,8 @@ def parse_parallel(holder: list, parts: int, after_fork: Callable[[], None] | No
                     os.close(r)
                     try:
                         del data
-                        result: Any = _decode_part(holder, *bounds[i], first=False, last=i == len(bounds) - 1)
+                        last = i == len(bounds) - 1
+                        result: Any = _decode_part(holder, *bounds[i], first=False, last=last, shapes=shapes)
                     except Fallback:
                         result = None
                     payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
@@ -705,7 +829,7 @@ def parse_parallel(holder: list, parts: int, after_fork: Callable[[], None] | No
         view = memoryview(data)[: cut + len(_SUFFIX)]
         try:
             span0: list = []
-            doc0, events0 = decode_document(view, span_out=span0)
+            doc0, events0 = decode_document(view, span_out=span0, shapes=shapes)
             check_part_span(span0[0], len(view), first=True, last=False)
         except Fallback:
             # the exception's traceback may still hold slices of the buffer: leave the view

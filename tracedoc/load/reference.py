@@ -26,6 +26,7 @@ from tracedoc.load.categories import (
     normalize_category,
     parse_memcpy_name,
 )
+from tracedoc.load.shapes import SHAPE_ARGS, shape_text
 
 _NUM = (int, float)
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
@@ -106,17 +107,20 @@ class ColumnSink:
     """Column lists per frame kind, filled event by event; raw (un-rebased) times.
 
     Attributes:
-        cols: ``kind -> column -> list``; kinds as in :data:`tracedoc.trace.FRAME_COLUMNS`.
+        cols: ``kind -> column -> list``; kinds and columns as in
+            :func:`tracedoc.load.shapes.all_frame_columns` (the schema plus the ops frame's
+            recorded-input columns, which hold text or None: :func:`tracedoc.load.shapes.shape_text`).
         min_ts: smallest timestamp seen (absolute µs), the rebase origin.
         max_end: largest ``ts + dur`` seen (absolute µs).
         hip_runtime: True when a ``hip*`` runtime call was seen (ROCm trace).
         window_end: the latest ``Record Window End`` instant (absolute µs), None without one.
+        shape_args_dropped: recorded-input values (``Input Dims``...) dropped as invalid.
     """
 
     def __init__(self) -> None:
-        from tracedoc.schema import FRAME_COLUMNS
+        from tracedoc.load.shapes import all_frame_columns
 
-        self.cols = {k: {c: [] for c, _ in spec} for k, spec in FRAME_COLUMNS.items()}
+        self.cols = {k: {c: [] for c, _ in spec} for k, spec in all_frame_columns().items()}
         self.min_ts = float("inf")
         self.max_end = float("-inf")
         self.hip_runtime = False
@@ -124,6 +128,7 @@ class ColumnSink:
         self.n_events = 0
         #: ``ph: "B"``/``"E"`` events left without their other half (a trace cut mid-span), dropped
         self.unpaired_begin_end = 0
+        self.shape_args_dropped = 0
 
     def add(self, kind: str, cat: str, name: str, pid: Any, tid: Any, ts: float, dur: float, args: dict) -> None:
         """Add one complete ('X') event already sorted into ``kind``."""
@@ -142,6 +147,12 @@ class ColumnSink:
             o["dur_us"].append(dur)
             o["end_us"].append(0.0)
             o["external_id"].append(_num(args.get("External id")))
+            for col, key in SHAPE_ARGS:
+                value = args.get(key)
+                text = shape_text(col, value)
+                if text is None and value is not None:
+                    self.shape_args_dropped += 1
+                o[col].append(text)
             n = step_number(name)
             if n >= 0 and cat in ("cpu_op", "user_annotation"):
                 s = c["steps"]
