@@ -207,7 +207,7 @@ def validate_report(data: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
     for i, f in enumerate(data["findings"]):
         if not isinstance(f, dict) or not isinstance(f.get("code"), str) or not isinstance(f.get("name"), str):
             raise DiffInputError(path, f"report finding #{i} has no string 'code' and 'name'")
-        for key in ("severity", "message", "saving_basis"):
+        for key in ("severity", "base_severity", "message", "saving_basis"):
             if f.get(key) is not None and not isinstance(f[key], str):
                 raise DiffInputError(path, f"report finding #{i}: {key!r} is not a string")
         saving = f.get("estimated_saving_ms")
@@ -662,6 +662,31 @@ def compare(before: Side, after: Side) -> DiffResult:
     )
 
 
+def _pct_text(value: float, limit: float) -> str:
+    """``value`` (a percentage) with one decimal, or more where one would hide that it differs
+    from ``limit`` (``+5.04%`` against 5%, never ``+5.0% > 5%``)."""
+    for nd in range(1, 5):
+        text = f"{value:+.{nd}f}"
+        if float(text) != limit:
+            return text
+    return f"{value:+g}"
+
+
+def regression_reason(result: DiffResult, pct: float) -> str | None:
+    """Why ``tracedoc diff --fail-on-regression PCT`` fails, as one line for stderr, e.g.
+    ``"step time +25.9% > 5% (54.2 ms -> 68.2 ms per step)"``; None when it passes
+    (:meth:`DiffResult.regressed` is false: the step time grew by ``pct`` % or less, or the change
+    is unknown)."""
+    if not result.regressed(pct):
+        return None
+    st = result.step_time
+    change = st.change_pct_unrounded if st.change_pct_unrounded is not None else st.change_pct
+    ms = (
+        f" ({st.before:.1f} ms -> {st.after:.1f} ms per step)" if st.before is not None and st.after is not None else ""
+    )
+    return f"step time {_pct_text(change, pct)}% > {pct:g}%{ms}"
+
+
 def diff(before: str | os.PathLike[str], after: str | os.PathLike[str]) -> DiffResult:
     """Load both sides (:func:`load_side`) and :func:`compare` them.
 
@@ -697,5 +722,6 @@ __all__ = [
     "diff",
     "load_side",
     "predicted_vs_measured",
+    "regression_reason",
     "validate_report",
 ]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from tracedoc.cli.common import Format, app, funnel, list_format
+from tracedoc.cli.common import Format, app, err_console, funnel, list_format
 
 FORMAT = typer.Option(Format.text, "--format", "-f", help="Output format: text, json or markdown.")
 FAIL_ON_REGRESSION = typer.Option(
@@ -36,4 +37,25 @@ def diff_command(
         render(result, "text", console=Console(highlight=False))
     else:
         sys.stdout.write(render(result, format.value))
-    raise typer.Exit(1 if fail_on_regression is not None and result.regressed(fail_on_regression) else 0)
+    raise typer.Exit(_regression_exit(result, fail_on_regression))
+
+
+def _regression_exit(result: Any, pct: Optional[float]) -> int:
+    """The exit code of ``--fail-on-regression PCT``: 1, after one stderr line saying why
+    (:func:`tracedoc.diff.regression_reason`: ``step time +25.9% > 5% (...)``), when the step time
+    grew by more than PCT %; else 0 (with a warning line when the step time of a side is unknown,
+    so the gate could not be checked)."""
+    if pct is None:
+        return 0
+    from tracedoc.diff import regression_reason
+
+    reason = regression_reason(result, pct)
+    if reason is not None:
+        err_console.print(f"tracedoc: regression: {escape(reason)}", soft_wrap=True)
+        return 1
+    st = result.step_time
+    if st.change_pct_unrounded is None and st.change_pct is None:
+        err_console.print(
+            "tracedoc: warning: --fail-on-regression not checked: the step time of a side is unknown", soft_wrap=True
+        )
+    return 0

@@ -22,13 +22,14 @@ trace is capped by the step alone.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from tracedoc.engine.rules import Finding
 
 # AlsoTrue is a document (tracedoc.report.model); re-exported here, where it was first
 # defined, so ``from tracedoc.engine.claims import AlsoTrue`` keeps working.
-from tracedoc.report.model import AlsoTrue
+from tracedoc.report.model import AlsoTrue, Severity
 
 #: Default floors (issue: a finding worth nothing is noise): absolute ms per step, share of the step.
 MIN_SAVING_MS = 0.05
@@ -234,3 +235,42 @@ def also_true(below: list[Finding], ranked: list[Finding], floor_ms: float) -> l
             why = f"its estimated saving of {granted:.2f} ms per step is under the floor of {floor_ms:.2f} ms"
         out.append(AlsoTrue(f.code, f.name, label, why, f.estimated_saving_ms, f.uncapped_saving_ms))
     return out
+
+
+#: Shown severity by impact: the finding's saving (the replayed one where the step model replays
+#: its fix, else its granted slice) as a share of the step. Below :data:`SEVERITY_WARNING_SHARE`
+#: a finding is at most ``info``; from it up to :data:`SEVERITY_ERROR_SHARE`, ``warning``; from
+#: :data:`SEVERITY_ERROR_SHARE`, ``error``.
+#:
+#: 1%: the default floor of a reported finding (:data:`MIN_SAVING_SHARE`): a saving below it is
+#: noise by the same measure, so a finding shown under a lowered floor says ``info``.
+#: 10%: the step model's own error bound (:data:`REPLAY_MAX_ERROR_SHARE`): a saving of at least a
+#: tenth of every step stands above the largest replay error the model is trusted with, so it is
+#: a real cost whatever the model's error, and a fix worth it outranks any other work on the loop.
+SEVERITY_WARNING_SHARE = MIN_SAVING_SHARE
+SEVERITY_ERROR_SHARE = REPLAY_MAX_ERROR_SHARE
+
+
+def impact_severity(base: Severity, saving_ms: float | None, step_ms: float | None) -> Severity:
+    """The severity a finding shows: set by its saving's share of the step (thresholds
+    :data:`SEVERITY_WARNING_SHARE` and :data:`SEVERITY_ERROR_SHARE`), so that a 0.7 ms stall
+    never outranks a 6 ms one; the rule's own ``severity`` (``base``) where the share cannot be
+    known (no saving estimate, or no step time)."""
+    if saving_ms is None or not step_ms or step_ms <= 0 or not math.isfinite(saving_ms):
+        return Severity(base)
+    share = saving_ms / step_ms
+    if share >= SEVERITY_ERROR_SHARE:
+        return Severity.ERROR
+    if share >= SEVERITY_WARNING_SHARE:
+        return Severity.WARNING
+    return Severity.INFO
+
+
+def apply_impact_severity(findings: list[Finding], step_ms: float | None) -> None:
+    """Set each finding's shown ``severity`` by :func:`impact_severity`, in place, keeping the
+    rule's own level in ``base_severity``. ``--fail-on``, the ranking and every renderer read
+    the shown one."""
+    for f in findings:
+        base = f.base_severity if f.base_severity is not None else f.severity
+        f.base_severity = Severity(base)
+        f.severity = impact_severity(f.base_severity, f.estimated_saving_ms, step_ms)

@@ -163,12 +163,33 @@ class MarkdownDiffRenderer:
         return "\n".join(lines) + "\n"
 
 
+def shows_zero(v: float | None) -> bool:
+    """Whether a figure reads 0.0 in the tables (ms with one decimal): under 0.05 in size.
+    None (unknown) is not zero."""
+    return v is not None and abs(v) < 0.05
+
+
+def zero_rows(rows: list[Row]) -> list[Row]:
+    """The rows that are zero on both sides (:func:`shows_zero` before and after): the terminal
+    tables leave them out and name them on one line under the table."""
+    return [r for r in rows if shows_zero(r.before) and shows_zero(r.after)]
+
+
 class TextDiffRenderer:
-    """The terminal view: step time, breakdown and idle-ledger tables, findings by status,
-    predicted vs measured savings with ratios, outlier steps."""
+    """The terminal view: step time, breakdown and idle-ledger tables (rows zero on both sides
+    left out, named under the table), findings by status, predicted vs measured savings with
+    ratios, outlier steps."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
+
+    def _print_change_table(self, title: str, first: str, rows: list[Row]) -> None:
+        """The table of the rows not zero on both sides, then one dim line naming the others."""
+        hidden = zero_rows(rows)
+        self.console.print(self._change_table(title, first, [r for r in rows if r not in hidden]))
+        if hidden:
+            names = ", ".join(str(r.name) for r in hidden)
+            self.console.print(f"  [dim]not shown, 0.0 on both sides: {escape(names)}[/]")
 
     @staticmethod
     def _change_table(title: str, first: str, rows: list[Row]) -> Table:
@@ -202,10 +223,10 @@ class TextDiffRenderer:
             f"{_ms(st.median_before)} -> {_ms(st.median_after)} ms ({_ms(st.median_change_ms, True)} ms)"
         )
         c.print()
-        c.print(self._change_table("step-time breakdown (ms per step)", "category", d.breakdown))
+        self._print_change_table("step-time breakdown (ms per step)", "category", d.breakdown)
         for dev, rows in d.idle_ledger.items():
             c.print()
-            c.print(self._change_table(f"GPU idle ledger, {escape(dev)} (ms per step)", "cause", rows))
+            self._print_change_table(f"GPU idle ledger, {escape(dev)} (ms per step)", "cause", rows)
         c.print()
         if d.resolved:
             t = Table(
