@@ -21,7 +21,7 @@ import typer
 from rich.markup import escape
 
 from tracedoc._version import __version__
-from tracedoc.cli import analyze, cache, diff, listing, mcpcmd  # noqa: F401  (each registers its commands)
+from tracedoc.cli import analyze, cache, diff, listing, mcpcmd, ops  # noqa: F401  (each registers its commands)
 from tracedoc.cli.common import app, debugging, err_console
 from tracedoc.errors import TracedocError
 

@@ -46,9 +46,12 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
     Savings are granted from the ledger slices each rule claims
     (:func:`tracedoc.engine.claims.grant_savings`), so they add up to at most the step; a
     rule that declares ``[fix] replay`` then gets the step model's replayed saving instead,
-    its slice beside it (:func:`tracedoc.engine.claims.apply_replays`).
+    its slice beside it (:func:`tracedoc.engine.claims.apply_replays`). Each finding's shown
+    severity is then set by its saving's share of the step, the rule's own level kept in
+    ``base_severity`` (:func:`tracedoc.engine.claims.apply_impact_severity`: below 1% info, from 1%
+    warning, from 10% error).
     """
-    from tracedoc.engine.claims import apply_replays, grant_savings
+    from tracedoc.engine.claims import apply_impact_severity, apply_replays, grant_savings
 
     findings, skipped = [], []
     for rule in rules:
@@ -59,6 +62,7 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
             skipped.append(out)
     grant_savings(findings, ctx.get)
     apply_replays(findings, ctx)
+    apply_impact_severity(findings, ctx.try_get("step_time_ms")[0])
     return rank_findings(findings), skipped
 
 
@@ -267,6 +271,7 @@ def analyze_trace(
         rules_evaluated=[r.code for r in rules],
         recoverable=_recoverable(combined, findings),
         kernels=_kernels(ctx),
+        op_view=_op_view(ctx),
     )
 
 
@@ -279,6 +284,23 @@ def _kernels(ctx: SignalContext) -> dict[str, list[dict[str, Any]]] | None:
     if why is not None or why_top is not None:
         return None
     return {"by_category": by_category, "top": top}
+
+
+def _op_view(ctx: SignalContext) -> dict[str, Any] | None:
+    """The report's ``op_view`` section: ``{"peak", "ops", "kernels"}``, the device's peak
+    (:func:`tracedoc.signals.opview.device_peak` as a dict; None: peak unknown) and the table
+    signals ``op_view`` and ``kernel_view``; None when the trace has no kernel in its step
+    windows."""
+    import dataclasses
+
+    from tracedoc.signals.opview import device_peak
+
+    ops, why = ctx.try_get("op_view")
+    kernels, why_k = ctx.try_get("kernel_view")
+    if why is not None or why_k is not None:
+        return None
+    peak = device_peak(ctx)
+    return {"peak": dataclasses.asdict(peak) if peak is not None else None, "ops": ops, "kernels": kernels}
 
 
 def _recoverable(combined: tuple[float, list[str]] | None, findings: list[Finding]) -> dict[str, Any] | None:

@@ -31,12 +31,24 @@ else bumps it. Version 2 replaced ``below_floor`` with ``also_true``)::
      "recoverable": {"ms", "basis": "replay", "findings": [code], "not_replayed": [code]} | null,
                    # the headline: every replayed fix together in the step model (never a sum)
      "kernels": {"by_category": [{"category", "ms_per_step"}],
-                 "top": [{"kernel", "ms_per_step", "count_per_step", "category"}]} | null}
+                 "top": [{"kernel", "ms_per_step", "count_per_step", "category"}]} | null,
                    # kernel time per step by category and the top 10 kernels (the table
                    # signals kernel_time_by_category and top_kernels); null without kernels
+     "op_view": {"peak": {device peak fields} | null,
+                 "ops": [{"op", "input_dims", "dtype", "kind", "calls_per_step", "kernels_per_call",
+                          "gpu_ms_per_step", "mean_us", "gflop", "mbytes", "tflops", "tbps",
+                          "pct_of_peak", "intensity", "bound"}],
+                 "kernels": [{"kernel", "op", "count_per_step", "gpu_ms_per_step", "mean_us",
+                              "occupancy_pct", "tflops", "tbps", "pct_of_peak", "intensity",
+                              "bound"}]} | null}
+                   # the op and kernel views (tracedoc.signals.opview); null without kernels
 
 A finding's ``severity`` is ``"info"``, ``"warning"`` or ``"error"`` (:class:`Severity`, in
-that order of importance); its fix's ``replay`` is the step model's name of the fix or null.
+that order of importance), the shown level: set by its saving's share of the step (below 1%
+info, from 1% warning, from 10% error; :func:`tracedoc.engine.claims.impact_severity`), the
+rule's own level where the share is unknown; ``base_severity`` is the rule's own level (its
+TOML ``severity``; null in a report written before it was kept, and read back as None); its
+fix's ``replay`` is the step model's name of the fix or null.
 Findings also carry ``claims`` (the ledger slices their saving is granted from),
 ``uncapped_saving_ms`` (the rule's own estimate when the engine capped it), ``overlaps`` (the
 codes of the findings granted its slices first when it was capped, else ``[]``),
@@ -162,7 +174,9 @@ class Finding:
 
     Attributes:
         code, name: the rule's.
-        severity: a :class:`Severity` (a valid string given here is converted).
+        severity: a :class:`Severity` (a valid string given here is converted): the shown one,
+            set by the saving's share of the step (:func:`tracedoc.engine.claims.impact_severity`);
+            the rule's own level is ``base_severity``.
         message: the rule's message, filled in with the trace's signals.
         estimated_saving_ms: the saving the report ranks by (None: not estimated).
         saving_basis: how the saving is estimated, in words.
@@ -196,9 +210,15 @@ class Finding:
     #: the low end of the replayed saving's range, where the fix has one (a ``<replay>_low``
     #: fix of :data:`tracedoc.signals.stepmodel.FIXES`: DataLoader workers slow the host)
     replayed_low_ms: float | None = None
+    #: the rule's own severity (its TOML ``severity``) when the engine set ``severity`` by the
+    #: saving's share of the step (:func:`tracedoc.engine.claims.impact_severity`); None in a
+    #: finding built by hand or read from a report written before the field was added
+    base_severity: Severity | None = None
 
     def __post_init__(self) -> None:
         self.severity = Severity(self.severity)  # ValueError: not info, warning or error
+        if self.base_severity is not None:
+            self.base_severity = Severity(self.base_severity)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -214,6 +234,7 @@ class Finding:
             "replayed_saving_ms": self.replayed_saving_ms,
             "slice_saving_ms": self.slice_saving_ms,
             "replayed_low_ms": self.replayed_low_ms,
+            "base_severity": self.base_severity.value if self.base_severity is not None else None,
             "evidence": self.evidence,
             "fix": self.fix.to_dict(),
         }
@@ -237,6 +258,7 @@ class Finding:
             replayed_saving_ms=d.get("replayed_saving_ms"),
             slice_saving_ms=d.get("slice_saving_ms"),
             replayed_low_ms=d.get("replayed_low_ms"),
+            base_severity=Severity(d["base_severity"]) if d.get("base_severity") is not None else None,
         )
 
 
@@ -355,6 +377,11 @@ class Report:
     #: kernels (the table signals ``kernel_time_by_category`` and ``top_kernels`` of
     #: :mod:`tracedoc.signals.gpu`), so renderers need no frames; None without kernels
     kernels: dict[str, list[dict[str, Any]]] | None = None
+    #: ``{"peak", "ops", "kernels"}``: the device's peak throughput (None: unknown device) and
+    #: the op and kernel views with achieved TFLOP/s or TB/s, % of peak and bound (the table
+    #: signals ``op_view`` and ``kernel_view`` of :mod:`tracedoc.signals.opview`); None without
+    #: kernels
+    op_view: dict[str, Any] | None = None
 
     #: the document kind the render registry dispatches on (:mod:`tracedoc.render`)
     KIND: ClassVar[str] = "report"
@@ -397,6 +424,16 @@ class Report:
 
         return render(self, "fragment")
 
+    @property
+    def tables(self) -> Any:
+        """The report as pandas DataFrames (steps, idle_ledger, findings, also_true, skipped,
+        ops, kernels), columns named with their units: :class:`tracedoc.report.tables.ReportTables`."""
+        from tracedoc.report.tables import report_tables
+
+        if "_tables" not in self.__dict__:
+            object.__setattr__(self, "_tables", report_tables(self))
+        return self.__dict__["_tables"]
+
     def plot(self) -> Any:
         """The step-time breakdown of every step as a stacked plotly bar chart (ms per
         category and step). Needs the ``html`` extra (plotly).
@@ -427,6 +464,7 @@ class Report:
             "notes": self.notes,
             "recoverable": self.recoverable,
             "kernels": self.kernels,
+            "op_view": self.op_view,
         }
 
     @classmethod
@@ -458,6 +496,7 @@ class Report:
                 notes=list(d.get("notes", [])),
                 recoverable=dict(rec) if rec is not None else None,
                 kernels=_kernels_from(d.get("kernels")),
+                op_view=_op_view_from(d.get("op_view")),
             )
         except KeyError as exc:
             raise TracedocError(f"not a tracedoc report: missing {one_line(repr(exc.args[0])[:60])}") from None
@@ -497,6 +536,25 @@ def read_report(d: Any) -> Report:
         ]
         d = {k: v for k, v in d.items() if k != "below_floor"} | {"schema_version": SCHEMA_VERSION, "also_true": also}
     return Report.from_dict(d)
+
+
+def _op_view_from(v: Any) -> dict[str, Any] | None:
+    """The ``op_view`` section of a report dict (None, or absent in older reports, stays None).
+
+    Raises:
+        TypeError: it is not an object, or its ``ops``/``kernels`` are not lists of objects.
+    """
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise TypeError("op_view is not an object")
+    for key in ("ops", "kernels"):
+        rows = v.get(key)
+        if rows is not None and (not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows)):
+            raise TypeError(f"op_view.{key} is not a list of objects")
+    if v.get("peak") is not None and not isinstance(v["peak"], dict):
+        raise TypeError("op_view.peak is not an object")
+    return dict(v)
 
 
 def _kernels_from(k: Any) -> dict[str, list[dict[str, Any]]] | None:

@@ -12,9 +12,11 @@ from tracedoc.signals import (  # noqa: F401  (registers)
     ledger,
     memory,
     optimizer,
+    opview,
     stepmodel,
     steps,
     tensor_core,
+    workload,
 )
 from tracedoc.signals.base import SIGNALS, Signal, SignalContext, SignalUnavailable, signal
 

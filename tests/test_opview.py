@@ -1,0 +1,136 @@
+"""Op and kernel views (tracedoc.signals.opview, ``tracedoc ops``, ``report.tables``).
+
+Expected figures are worked out here by hand from the events, or read from the raw trace JSON
+with the standard library, never from tracedoc's own output.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import tracedoc
+from tracedoc.cli import app
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def synthetic(tmp_path: Path, device: str | None = "NVIDIA H100 80GB HBM3", kernel_us: float = 100.0) -> Path:
+    """Two steps, each one ``aten::mm`` [128,256] x [256,512] fp32 launching one kernel."""
+    ev = []
+    for i, t0 in enumerate((0.0, 1000.0)):
+        ev += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": t0, "dur": 900},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t0 + 10, "dur": 50,
+             "args": {"Input Dims": [[128, 256], [256, 512]], "Input type": ["float", "float"],
+                      "Input Strides": [[256, 1], [512, 1]], "Concrete Inputs": ["", ""]}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t0 + 20,
+             "dur": 5, "args": {"correlation": i + 1}},
+            {"ph": "X", "cat": "kernel", "name": "sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": t0 + 30,
+             "dur": kernel_us, "args": {"correlation": i + 1, "device": 0, "stream": 7,
+                                         "est. achieved occupancy %": 40 + 10 * i}},
+        ]  # fmt: skip
+    doc = {"traceEvents": ev}
+    if device:
+        doc["deviceProperties"] = [
+            {"id": 0, "name": device, "totalGlobalMem": 85017493504, "computeMajor": 9, "computeMinor": 0,
+             "numSms": 132}
+        ]  # fmt: skip
+    path = tmp_path / "mm.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+# by hand: 2*M*N*K FLOPs; each operand and the output read or written once, 4 bytes each
+FLOPS = 2 * 128 * 256 * 512  # 33,554,432
+BYTES = 4 * (128 * 256 + 256 * 512 + 128 * 512)  # 917,504
+
+
+def test_gemm_row_by_hand(tmp_path):
+    r = tracedoc.analyze(str(synthetic(tmp_path)))
+    view = r.op_view
+    assert view is not None and view["peak"]["fp32"] == 67.0  # H100 SXM fp32 (datasheet)
+    (row,) = view["ops"]
+    assert row["op"] == "aten::mm" and row["dtype"] == "fp32" and row["kind"] == "gemm"
+    assert row["calls_per_step"] == 1 and row["kernels_per_call"] == 1
+    assert row["gpu_ms_per_step"] == pytest.approx(0.1)
+    assert row["gflop"] == pytest.approx(FLOPS / 1e9, abs=1e-4)
+    assert row["mbytes"] == pytest.approx(BYTES / 1e6, abs=1e-3)
+    assert row["tflops"] == pytest.approx(FLOPS / 100e-6 / 1e12, abs=1e-3)  # 0.336
+    assert row["tbps"] == pytest.approx(BYTES / 100e-6 / 1e12, abs=1e-3)  # 0.009
+    assert row["intensity"] == pytest.approx(FLOPS / BYTES, abs=0.01)  # 36.57 FLOP/byte
+    # fp32 matmul runs on the FP32 units (TF32 is off by default for matmul): ridge 67 / 3.35 = 20
+    assert row["bound"] == "compute"
+    assert row["pct_of_peak"] == pytest.approx(100 * FLOPS / 100e-6 / 67e12, abs=0.1)
+    (k,) = view["kernels"]
+    assert k["kernel"] == "sgemm_128x64_nn" and k["op"] == "aten::mm"
+    assert k["occupancy_pct"] == pytest.approx(45.0)  # mean of 40 and 50
+    assert k["tflops"] == row["tflops"]  # one kernel per call: the op's cost is the kernel's
+
+
+def test_unknown_device_leaves_the_roofline_empty(tmp_path):
+    r = tracedoc.analyze(str(synthetic(tmp_path, device="Mystery Accelerator 9000")))
+    (row,) = r.op_view["ops"]
+    assert r.op_view["peak"] is None
+    assert row["tflops"] == pytest.approx(FLOPS / 100e-6 / 1e12, abs=1e-3)  # achieved still known
+    assert row["pct_of_peak"] is None and row["bound"] is None
+
+
+def test_cpu_only_trace_has_no_op_view():
+    assert tracedoc.analyze(str(FIX / "cpu_only_gloo.pt.trace.json.gz")).op_view is None
+
+
+def _raw(name: str) -> dict:
+    with gzip.open(FIX / name, "rt") as f:
+        return json.load(f)
+
+
+def test_timesformer_softmax_against_the_raw_events():
+    """The eager attention's softmax: its bytes from the recorded dims, its time from the kernels."""
+    r = tracedoc.analyze(str(FIX / "h100_timesformer_inference.pt.trace.json.gz"))
+    row = next(o for o in r.op_view["ops"] if o["op"] == "aten::_softmax")
+    assert json.loads(row["input_dims"])[0] == [8, 12, 3137, 3137]
+    raw = _raw("h100_timesformer_inference.pt.trace.json.gz")["traceEvents"]
+    n = 8 * 12 * 3137 * 3137
+    assert row["mbytes"] == pytest.approx(2 * n * 2 / 1e6, rel=1e-4)  # bf16 in, bf16 out
+    # the softmax kernels of that size, per step: the 3137-wide rows run the longest by far
+    steps = [e for e in raw if e.get("cat") == "user_annotation" and str(e.get("name")).startswith("ProfilerStep#")]
+    durs = sorted((e["dur"] for e in raw if e.get("cat") == "kernel" and "softmax" in e["name"].lower()), reverse=True)
+    calls = round(row["calls_per_step"] * len(steps))
+    assert row["gpu_ms_per_step"] == pytest.approx(sum(durs[:calls]) / 1000.0 / len(steps), rel=0.01)
+    assert row["bound"] == "memory" and row["dtype"] == "bf16"
+
+
+def test_resnet18_conv_backward_flops_by_hand():
+    """layer1's 3x3 64->64 convolution at 56x56, batch 32: 56*56*64*64*9 multiply-adds per image
+    forward; backward (input and weight gradients) twice that."""
+    r = tracedoc.analyze(str(FIX / "h100_resnet18_baseline.pt.trace.json.gz"))
+    rows = [o for o in r.op_view["ops"] if o["op"] == "aten::convolution_backward" and o["calls_per_step"] == 4]
+    macs = 56 * 56 * 64 * 64 * 9 * 32
+    assert any(o["gflop"] == pytest.approx(2 * 2 * macs / 1e9, rel=1e-3) for o in rows)
+
+
+def test_tables_and_json_round_trip(tmp_path):
+    r = tracedoc.analyze(str(synthetic(tmp_path)))
+    ops = r.tables.ops
+    assert list(ops.columns[:4]) == ["op", "input_dims", "dtype", "kind"]
+    assert ops.loc[0, "achieved_tflops"] == r.op_view["ops"][0]["tflops"]
+    back = tracedoc.Report.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert back.op_view == r.op_view
+    assert r.tables.findings.columns[0] == "rank"
+
+
+def test_ops_command_fits_80_columns_and_escapes(tmp_path):
+    res = CliRunner().invoke(
+        app, ["ops", str(FIX / "h100_timesformer_inference.pt.trace.json.gz")], env={"COLUMNS": "80"}
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert max(len(x.rstrip()) for x in lines) <= 80
+    assert any(x.startswith("_softmax ") for x in lines)
+    js = CliRunner().invoke(app, ["ops", str(synthetic(tmp_path)), "-f", "json"])
+    assert json.loads(js.output)["ops"][0]["op"] == "aten::mm"

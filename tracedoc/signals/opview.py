@@ -1,0 +1,279 @@
+"""Op and kernel views: how well the GPU's busy time is used, op by op and kernel by kernel.
+
+Each kernel that starts in a complete step window is attached to the op that launched it:
+kernel -> its launching runtime call (:func:`tracedoc.signals.links.link_launches`, through
+:func:`tracedoc.signals.steps.gpu_events`) -> the innermost enclosing ``cpu_op`` on the
+launching thread (:func:`tracedoc.signals.attribution.runtime_ops`). An op call's GPU time is
+the sum of its kernels' durations. Op calls are grouped by name and recorded inputs (the
+``input_dims``, ``input_types`` and ``concrete_inputs`` columns of ``trace.ops``, present
+when the trace was recorded with ``record_shapes=True``), so that every call in a group has
+the same FLOPs and bytes (:func:`tracedoc.perf.flops.op_cost`).
+
+Achieved throughput of a group is its FLOPs (or bytes) over its GPU time:
+``TFLOP/s = calls * flops / (gpu_us * 1e-6) / 1e12``; the % of peak, arithmetic intensity
+(FLOP per byte) and whether the op is compute- or memory-bound come from the roofline model
+(Williams, Waterman and Patterson, "Roofline: an insightful visual performance model for
+multicore architectures", CACM 52(4), 2009) against the device's peak
+(:func:`tracedoc.perf.peaks.match_device`, :func:`tracedoc.perf.flops.roofline`). An unknown
+device leaves the roofline fields ``None`` ("peak unknown"); an op without recorded shapes,
+or one no model covers, leaves its FLOPs and bytes ``None``.
+
+A kernel's achieved throughput is known where the op calls it ran for launched that one
+kernel alone: the op's cost is then the kernel's. Kernels of ops with several kernels per
+call keep their time, count and occupancy (Kineto's ``est. achieved occupancy %``, the mean
+over the kernel's launches where recorded) but no throughput.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
+
+#: Rows of each view (largest GPU time first).
+TOP_N = 15
+#: The ops frame's recorded-input columns, in :func:`tracedoc.perf.flops.op_cost`'s order.
+SHAPE_COLUMNS = ("input_dims", "input_types", "concrete_inputs", "input_strides")
+
+
+def device_peak(ctx: SignalContext):
+    """The primary device's :class:`tracedoc.perf.peaks.DevicePeak`, or None (unknown device
+    or no device described)."""
+    from tracedoc.perf.peaks import match_device
+
+    def build():
+        dev = ctx.trace.primary_device()
+        if dev is None:
+            return None
+        props = {
+            "compute_capability": dev.compute_capability,
+            "num_sms": dev.num_sms,
+            "total_memory_bytes": dev.total_memory_bytes,
+            "vendor": dev.vendor,
+        }
+        return match_device(dev.name, props)
+
+    return ctx.cached("device_peak", build)
+
+
+def _op_calls(ctx: SignalContext) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """Kernels in the complete step windows with the op call that launched each
+    (``op_pos``: row position in ``trace.ops``, -1 when none), one row per kernel, plus the
+    kernels-per-op-call counts and the number of complete steps (at least 1)."""
+
+    def build():
+        from tracedoc.signals.attribution import kernel_ops, runtime_ops
+        from tracedoc.signals.gpu import kernels_in_windows_mask
+        from tracedoc.signals.steps import complete_mask, gpu_events
+
+        k = ctx.trace.kernels
+        if not len(k):
+            raise SignalUnavailable("the trace has no GPU kernels (a CPU-only trace)")
+        ko = kernel_ops(ctx)
+        rt_pos = gpu_events(ctx)["rt_pos"].to_numpy()[: len(k)]
+        ro = runtime_ops(ctx)["op_pos"].to_numpy()
+        op_pos = np.where(rt_pos >= 0, ro[np.maximum(rt_pos, 0)] if len(ro) else -1, -1)
+        keep = kernels_in_windows_mask(ctx)
+        out = pd.DataFrame(
+            {
+                "name": ko["name"].to_numpy(dtype=object)[keep],
+                "dur_us": ko["dur_us"].to_numpy(dtype=float)[keep],
+                "occupancy_pct": k["occupancy_pct"].to_numpy(dtype=float)[keep],
+                "op_pos": op_pos[keep].astype(np.int64),
+            }
+        )
+        if not len(out):
+            raise SignalUnavailable("no kernel starts inside a step window")
+        per_call = (
+            out[out["op_pos"] >= 0]
+            .groupby("op_pos")
+            .agg(gpu_us=("dur_us", "sum"), n_kernels=("dur_us", "size"), kernel=("name", "first"))
+        )
+        n = max(int(complete_mask(ctx).sum()), 1)
+        return out, per_call, n
+
+    return ctx.cached("opview_calls", build)
+
+
+def _text(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return str(value)
+
+
+def _group_costs(ctx: SignalContext) -> pd.DataFrame:
+    """One row per (op name, recorded inputs) group: calls, gpu_us, kernels, flops and bytes
+    per call (NaN when unknown), kind, dtype, and the group's first op position."""
+
+    def build() -> pd.DataFrame:
+        from tracedoc.load.shapes import parse_shape_arg
+        from tracedoc.perf.flops import op_cost
+
+        _, per_call, _ = _op_calls(ctx)
+        ops = ctx.trace.ops
+        pos = per_call.index.to_numpy()
+        cols = {"name": ops["name"].to_numpy(dtype=object)[pos]}
+        for c in SHAPE_COLUMNS:
+            cols[c] = ops[c].to_numpy(dtype=object)[pos] if c in ops.columns else np.full(len(pos), None, dtype=object)
+        calls = pd.DataFrame(cols, index=per_call.index).assign(
+            gpu_us=per_call["gpu_us"].to_numpy(), n_kernels=per_call["n_kernels"].to_numpy()
+        )
+        key = ["name", *SHAPE_COLUMNS]
+        keyed = calls.assign(**{c: calls[c].map(_text).fillna("") for c in SHAPE_COLUMNS})
+        g = (
+            keyed.reset_index()
+            .groupby(key, sort=False)
+            .agg(calls=("gpu_us", "size"), gpu_us=("gpu_us", "sum"), kernels=("n_kernels", "sum"))
+            .reset_index()
+        )
+        flops, nbytes, kind, dtype = [], [], [], []
+        for r in g.itertuples(index=False):
+            args = [parse_shape_arg(getattr(r, c)) if getattr(r, c) else None for c in SHAPE_COLUMNS]
+            cost = op_cost(r.name, args[0], args[1], args[2], args[3]) if args[0] is not None else None
+            flops.append(cost.flops if cost else np.nan)
+            nbytes.append(cost.bytes if cost else np.nan)
+            kind.append(cost.kind if cost else None)
+            dtype.append(cost.dtype if cost else None)
+        return g.assign(flops=flops, bytes=nbytes, kind=kind, dtype=dtype).sort_values(
+            "gpu_us", ascending=False, kind="stable"
+        )
+
+    return ctx.cached("opview_groups", build)
+
+
+def _roofline_fields(ctx: SignalContext, flops: float, nbytes: float, kind: str | None, dtype, seconds: float) -> dict:
+    """Achieved TFLOP/s and TB/s, % of peak, FLOP/byte and bound of one cost over ``seconds``."""
+    from tracedoc.perf.flops import OpCost, roofline
+
+    empty = {"tflops": None, "tbps": None, "pct_of_peak": None, "intensity": None, "bound": None}
+    if not (seconds > 0) or (math.isnan(flops) and math.isnan(nbytes)):
+        return empty
+    cost = OpCost(
+        flops=0.0 if math.isnan(flops) else float(flops),
+        bytes=0.0 if math.isnan(nbytes) else float(nbytes),
+        kind=kind or "other",
+        dtype=dtype or "float",
+    )
+    r = roofline(cost, seconds, device_peak(ctx))
+    return {
+        "tflops": _round(r.achieved_tflops, 3),
+        "tbps": _round(r.achieved_tbps, 3),
+        "pct_of_peak": _round(r.pct_of_peak, 1),
+        "intensity": _round(r.intensity, 2),
+        "bound": r.bound,
+    }
+
+
+def _round(x: float | None, nd: int) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), nd)
+
+
+@signal("table", scope="steps")
+def op_view(ctx: SignalContext) -> list[dict]:
+    """The :data:`TOP_N` ops by GPU time per complete step, with their roofline (module docstring).
+
+    Rows, largest first: ``{"op", "input_dims"`` (recorded dims text or None), ``"dtype",
+    "kind", "calls_per_step", "kernels_per_call", "gpu_ms_per_step", "mean_us"`` (GPU time per
+    call), ``"gflop"`` and ``"mbytes"`` (per call; None without a model), ``"tflops", "tbps",
+    "pct_of_peak", "intensity"`` (FLOP/byte), ``"bound"`` (``"compute"``/``"memory"``; None
+    when the peak is unknown)``}``.
+
+    Raises:
+        SignalUnavailable: no kernels, or none starts in a complete step window.
+    """
+    _, _, n = _op_calls(ctx)
+    g = _group_costs(ctx).head(TOP_N)
+    rows = []
+    for r in g.itertuples(index=False):
+        per_call_s = float(r.gpu_us) / r.calls * 1e-6
+        rows.append(
+            {
+                "op": str(r.name),
+                "input_dims": r.input_dims or None,
+                "dtype": r.dtype if isinstance(r.dtype, str) else None,
+                "kind": r.kind if isinstance(r.kind, str) else None,
+                "calls_per_step": round(r.calls / n, 2),
+                "kernels_per_call": round(r.kernels / r.calls, 2),
+                "gpu_ms_per_step": round(float(r.gpu_us) / 1000.0 / n, 3),
+                "mean_us": round(float(r.gpu_us) / r.calls, 2),
+                "gflop": _round(r.flops / 1e9, 4),
+                "mbytes": _round(r.bytes / 1e6, 3),
+                **_roofline_fields(ctx, r.flops, r.bytes, r.kind, r.dtype, per_call_s),
+            }
+        )
+    return rows
+
+
+@signal("table", scope="steps")
+def kernel_view(ctx: SignalContext) -> list[dict]:
+    """The :data:`TOP_N` kernels by GPU time per complete step, with occupancy and, where known,
+    achieved throughput (module docstring).
+
+    Rows, largest first: ``{"kernel", "op"`` (the launching op most of its time ran for),
+    ``"count_per_step", "gpu_ms_per_step", "mean_us", "occupancy_pct"`` (mean where recorded,
+    else None), ``"tflops", "tbps", "pct_of_peak", "intensity", "bound"}`` (None unless the
+    kernel ran alone for its op calls and the op has a cost model).
+
+    Raises:
+        SignalUnavailable: no kernels, or none starts in a complete step window.
+    """
+    kern, per_call, n = _op_calls(ctx)
+    groups = _group_costs(ctx)
+    ops = ctx.trace.ops
+    # cost per op call, for the calls that launched exactly one kernel
+    single = per_call[per_call["n_kernels"] == 1]
+    cost_of: dict[tuple, tuple[float, float, Any, Any]] = {
+        (r.name, r.input_dims, r.input_types, r.concrete_inputs, r.input_strides): (r.flops, r.bytes, r.kind, r.dtype)
+        for r in groups.itertuples(index=False)
+    }
+    names = ops["name"].to_numpy(dtype=object)
+    shape_cols = {
+        c: (ops[c].to_numpy(dtype=object) if c in ops.columns else np.full(len(ops), None, dtype=object))
+        for c in SHAPE_COLUMNS
+    }
+    attributed: dict[str, list[float]] = {}
+    for pos, r in zip(single.index.to_numpy(), single.itertuples(index=False), strict=True):
+        key = (names[pos], *((_text(shape_cols[c][pos]) or "") for c in SHAPE_COLUMNS))
+        fl, by, kind, dtype = cost_of.get(key, (np.nan, np.nan, None, None))
+        if math.isnan(fl) and math.isnan(by):
+            continue
+        acc = attributed.setdefault(r.kernel, [0.0, 0.0, 0.0, kind, dtype])
+        acc[0] += 0.0 if math.isnan(fl) else fl
+        acc[1] += 0.0 if math.isnan(by) else by
+        acc[2] += float(r.gpu_us)
+    kern = kern.assign(op=[names[p] if p >= 0 else None for p in kern["op_pos"].to_numpy()])
+    g = (
+        kern.groupby("name", sort=False)
+        .agg(us=("dur_us", "sum"), count=("dur_us", "size"), occ=("occupancy_pct", "mean"))
+        .sort_values("us", ascending=False, kind="stable")
+        .head(TOP_N)
+    )
+    op_by_time = kern[kern["op"].notna()].groupby(["name", "op"])["dur_us"].sum()
+    rows = []
+    for name, r in g.iterrows():
+        acc = attributed.get(name)
+        roof = (
+            _roofline_fields(ctx, acc[0], acc[1], acc[3], acc[4], acc[2] * 1e-6)
+            if acc
+            else _roofline_fields(ctx, np.nan, np.nan, None, None, 0.0)
+        )
+        try:
+            op = str(op_by_time.loc[name].idxmax())
+        except KeyError:
+            op = None
+        rows.append(
+            {
+                "kernel": str(name),
+                "op": op,
+                "count_per_step": round(float(r["count"]) / n, 1),
+                "gpu_ms_per_step": round(float(r.us) / 1000.0 / n, 3),
+                "mean_us": round(float(r.us) / float(r["count"]), 2),
+                "occupancy_pct": _round(r.occ, 1),
+                **roof,
+            }
+        )
+    return rows
