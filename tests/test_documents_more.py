@@ -502,7 +502,7 @@ def test_fixloop_summary_json_is_the_documented_schema(tmp_path, analyses):
         "started_at",
         "wall_s",
     ]
-    assert d["schema_version"] == 4 and d["tool"]["name"] == "tracedoc" and d["tool"]["command"] == "fix-loop"
+    assert d["schema_version"] == 5 and d["tool"]["name"] == "tracedoc" and d["tool"]["command"] == "fix-loop"
     assert set(d["options"]) == {
         "max_trials",
         "unsafe_fixes",
@@ -576,7 +576,7 @@ def test_the_old_names_are_the_documents():
     assert rs.MultiTraceReport is ranks_doc.MultiTraceReport
     assert diff_mod.DiffResult is comparison.DiffResult and diff_mod.StepTime is comparison.StepTime
     assert diff_mod.Row is comparison.Row and diff_mod.SCHEMA_VERSION == comparison.SCHEMA_VERSION == 1
-    assert fs.SCHEMA_VERSION == fixloop_doc.SCHEMA_VERSION == 4 and fs.FixLoopSummary is FixLoopSummary
+    assert fs.SCHEMA_VERSION == fixloop_doc.SCHEMA_VERSION == 5 and fs.FixLoopSummary is FixLoopSummary
 
 
 @pytest.mark.parametrize("name", ["ranks", "comparison", "fixloop"])

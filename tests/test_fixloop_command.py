@@ -110,7 +110,7 @@ def test_full_run_writes_table_and_artifacts(app, workload, tmp_path):
 def test_json_and_markdown_formats(app, workload, tmp_path):
     result = invoke(app, workload, "--out", tmp_path / "a", "--format", "json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["schema_version"] == 4
+    assert json.loads(result.stdout)["schema_version"] == 5
     result = invoke(app, workload, "--out", tmp_path / "b", "--format", "markdown", "--max-trials", "0")
     assert result.exit_code == 0 and result.stdout.startswith("# tracedoc fix-loop")
 

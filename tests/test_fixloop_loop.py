@@ -549,7 +549,7 @@ def test_set_and_device_options(tmp_path):
 def test_markdown_summary_has_the_table(tmp_path):
     run_loop(tmp_path, lambda c: ([100 + 50 * c["num_workers"]] * 3, [DATALOADER]), n_cpus=2)
     md = (tmp_path / "out" / "summary.md").read_text()
-    assert "| # | change | step ms | samples/s | CV | speedup | status | predicted ms | measured ms |" in md
+    assert "| # | change | step ms | samples/s | CV | B/A | speedup | status | predicted ms | measured ms |" in md
     assert "| 1 | num_workers: 0 -> 1 |" in md
     assert "## Keep rule" in md
 

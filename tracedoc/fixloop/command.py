@@ -69,8 +69,19 @@ class RichProgress:
             self._status.stop()
             self._status = None
         total = time.monotonic() - self.started
-        if record.samples_per_s is not None:
+        rc = record.repeats_check or {}
+        if record.samples_per_s is not None and rc.get("verdict") == "disagree":
+            what = f"its timed windows disagree, no figure shown ({rc.get('reason', '')})"
+        elif record.samples_per_s is not None:
             what = f"{record.samples_per_s:.1f} samples/s, {record.step_time_ms:.1f} ms/step"
+            inc = (record.ab or {}).get("incumbent") or {}
+            if record.decision and inc.get("median_samples_per_s") and inc.get("step_time_ms"):
+                # the incumbent's figures of the same rounds, beside the candidate's: the ratio's sides
+                import statistics
+
+                a_ms = statistics.median(inc["step_time_ms"])
+                what += f" (A {inc['median_samples_per_s']:.1f} samples/s, {a_ms:.1f} ms/step in the same rounds)"
+                what += f", B/A {record.decision['ratio_median']:.3f}"
             if record.speedup is not None and record.index > 0:
                 what += f", {record.speedup:.2f}x baseline"
             if record.decision:

@@ -15,7 +15,13 @@ How a value is chosen (``search``):
 ``workers``
     1, 2, 4, 8, ... and the CPU count itself, never above the CPU count; the next value
     above the current one is tried while the previous step was kept ("stop when it stops
-    helping").
+    helping"). When the finding names a worker count (:func:`suggested_value`: TD101
+    dataloader-stall's ``DataLoader(num_workers=N)``, the workers that keep up plus one),
+    the first step goes straight to the smallest searched value at or above it, capped at
+    the CPU count (on a CPU-only run at the CPU count minus one: see
+    :func:`propose_value`), and goes on upward from there while kept. One worker on a
+    16-core H100 host, where TD101 said 4, lost in the noise (0.85x) and stopped the
+    search (issue 22).
 ``double``
     the current value doubled, while the previous doubling was kept and did not run out
     of memory; capped at :data:`MAX_BATCH_SIZE`.
@@ -29,6 +35,7 @@ How a value is chosen (``search``):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +45,21 @@ SAFETY_ORDER = {"display-only": 0, "unsafe": 1, "safe": 2}
 
 #: Upper bound of the batch-size search (memory, not this cap, is the usual limit).
 MAX_BATCH_SIZE = 8192
+
+#: Evidence keys in which a finding names the value of a knob it suggests
+#: (:func:`suggested_value`). ``dataloader_workers_suggested`` is the signal TD101's fix text
+#: fills in (``tracedoc.signals.steps.dataloader_workers_suggested``).
+SUGGESTED_EVIDENCE = {"num_workers": "dataloader_workers_suggested"}
+
+#: Warm-up steps at least, before the timed window of an A/B run in which a knob with a
+#: one-off cost is on (either side: both get the same warm-up, so the comparison stays
+#: symmetric). ``compile``: each A/B run is a fresh process that compiles again. On the
+#: H100 run of issue 22 (fixtures/gpu_runs/h100_fixloop/, trial 2) the compiled ResNet-18
+#: timed 42-60 ms per step in the profiled run's windows, which start after 10 steps
+#: (5 warm-up and 5 profiled), the same as eager; the A/B runs, timed after the 5 warm-up
+#: steps alone, measured 134-324 ms per step (0.25x). 20 is twice the 10 steps seen to be
+#: enough there.
+WARMUP_STEPS = {"compile": 20}
 
 
 @dataclass(frozen=True)
@@ -177,6 +199,41 @@ def _default_search(field_type: str) -> str | None:
     return {"bool": "target", "int": "double"}.get(field_type)
 
 
+def suggested_value(name: str, evidence: dict[str, Any] | None) -> int | None:
+    """The value of knob ``name`` that a finding's ``evidence`` suggests, or None.
+
+    ``num_workers``: the evidence's ``dataloader_workers_suggested`` when it has one; else,
+    from its ``dataloader_ms`` and ``step_time_ms`` (TD101's evidence), the same signal's
+    formula, ``ceil(dataloader_ms / (step_time_ms - dataloader_ms)) + 1`` (the workers that
+    keep up with the rest of the step, plus one for jitter:
+    ``tracedoc.signals.steps.dataloader_workers_keep_up``). Anything else: None.
+    """
+    key = SUGGESTED_EVIDENCE.get(name)
+    ev = evidence or {}
+
+    def number(v: Any) -> float | None:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return float(v) if ok else None
+
+    if key is None:
+        return None
+    direct = number(ev.get(key))
+    if direct is not None:
+        return int(direct) if direct >= 1 else None
+    if name == "num_workers":
+        dl, step = number(ev.get("dataloader_ms")), number(ev.get("step_time_ms"))
+        if dl is not None and step is not None and dl > 0 and step - dl > 0:
+            return math.ceil(dl / (step - dl)) + 1
+    return None
+
+
+def warmup_for(configs: list[dict[str, Any]], current: int) -> int:
+    """Warm-up steps for A/B runs of ``configs``: ``current``, raised to :data:`WARMUP_STEPS`
+    of every knob that is on (``True``) in any of them."""
+    need = [steps for name, steps in WARMUP_STEPS.items() if any(c.get(name) is True for c in configs)]
+    return max([int(current), *need])
+
+
 def propose_value(
     knob: Knob,
     current: Any,
@@ -184,6 +241,7 @@ def propose_value(
     n_cpus: int,
     exhausted: bool,
     config: dict[str, Any] | None = None,
+    suggested: int | None = None,
 ) -> Any | None:
     """The next value of ``knob`` to try from ``current``, or ``None`` when there is none.
 
@@ -195,6 +253,13 @@ def propose_value(
         exhausted: the knob's search already stopped (a step was reverted or failed).
         config: the whole configuration the value goes into (``threads`` reads its
             ``num_workers``).
+        suggested: the value the finding suggests (:func:`suggested_value`). The
+            ``workers`` search then starts at the smallest searched value at or above it,
+            capped at ``n_cpus`` on a GPU and at ``n_cpus - 1`` (at least 1) on a CPU-only
+            run (``device["type"] == "cpu"``): there each worker decodes on a core of its
+            own and the training process needs one too (TD101's CPU replay gives the
+            workers cores of their own); when the cap is not a searched value, the largest
+            searched value below it. Only a step up from ``current`` is proposed.
     """
     if knob.search == "target":
         target = knob.target
@@ -209,7 +274,14 @@ def propose_value(
     if exhausted:
         return None
     if knob.search == "workers":
-        above = [v for v in worker_values(n_cpus) if v > int(current)]
+        values = worker_values(n_cpus)
+        above = [v for v in values if v > int(current)]
+        if suggested is not None and suggested > 1:
+            cap = max(1, n_cpus - 1) if device.get("type") == "cpu" else max(1, n_cpus)
+            start = min(int(suggested), cap)
+            at = [v for v in values if v >= start and v <= cap] or [v for v in values if v <= cap][-1:]
+            if at and at[0] > int(current):
+                return at[0]
         return above[0] if above else None
     if knob.search == "double":
         nxt = max(int(current), 1) * 2

@@ -23,6 +23,11 @@ It assumes nothing about the shape of the noise. For ``n = 5`` it is ``[min, max
 
 The spread of each side is reported as its coefficient of variation (sample standard
 deviation / mean); a side above :data:`NOISY_CV` marks the machine as too noisy.
+
+The baseline has no A/B rounds: its figures are the medians of its timed windows.
+:func:`check_repeats` says whether those windows agree well enough for their median to be
+shown as the baseline's throughput (see its docstring); the loop measures more windows
+when they do not, and marks the baseline's figures unusable when even those do not agree.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from tracedoc.stats import cv  # noqa: F401  (re-exported: the fix-loop reads it here)
 
@@ -164,4 +170,104 @@ def decide(incumbent: list[float], candidate: list[float], min_gain: float = 0.0
         candidate_cv=cand_cv,
         noisy=noisy,
         reason=reason,
+    )
+
+
+@dataclass(frozen=True)
+class RepeatsCheck:
+    """The outcome of :func:`check_repeats` on one configuration's timed windows (samples/s).
+
+    Attributes:
+        verdict: ``"agree"``, ``"unchecked"`` (fewer than 2 windows), ``"more"`` (measure
+            more windows) or ``"disagree"`` (the last word: no more windows will be
+            measured; the median is not a usable figure).
+        usable: ``verdict`` is ``"agree"`` or ``"unchecked"``.
+        n: number of windows.
+        median: their median (samples/s).
+        cv: their coefficient of variation (None for fewer than 2 windows).
+        low, high: the sign-test interval of the median (at least :data:`CONFIDENCE`; None
+            for fewer than :data:`MIN_ROUNDS` windows).
+        confidence: its coverage (None without an interval).
+        reason: one line that states the check.
+    """
+
+    verdict: str
+    usable: bool
+    n: int
+    median: float | None
+    cv: float | None
+    low: float | None
+    high: float | None
+    confidence: float | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return asdict(self)
+
+
+def check_repeats(values: list[float], final: bool = True) -> RepeatsCheck:
+    """Whether one configuration's timed windows (samples/s) agree: the baseline's check.
+
+    They **agree** when either
+
+    - their CV is at most :data:`NOISY_CV` (the spread the loop already calls "too noisy"
+      for an A/B side; a quiet machine's 3 repeats pass here), or
+    - there are at least :data:`MIN_ROUNDS` of them and the sign-test interval of their
+      median (the one :func:`decide` uses, at least :data:`CONFIDENCE`) lies within
+      ``median * (1 +- NOISY_CV)``: the median is known to 10 % even when one window was
+      an outlier (issue 22: ``[73, 816, 821]`` samples/s, CV 75 %, on a loaded 2-core
+      machine; a few more windows near 816 make that median sure, while their CV stays high).
+
+    Otherwise more windows are needed (``"more"``), or, with ``final``, they **disagree**.
+    A single window (``--set repeats=1``) has no spread to check: ``"unchecked"``, usable
+    (nothing contradicts it; the user chose one window).
+    """
+    vals = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+    n = len(vals)
+    med = statistics.median(vals) if vals else None
+    spread = cv(vals) if n >= 2 else None
+    low = high = conf = None
+    interval = median_interval(n) if n >= MIN_ROUNDS else None
+    if interval is not None:
+        k, conf = interval
+        ordered = sorted(vals)
+        low, high = ordered[k - 1], ordered[n - k]
+    from tracedoc.text import plural
+
+    what = plural(n, "timed window")
+    if n < 2:
+        verdict, why = "unchecked", f"{what}: no spread to check"
+    elif spread is not None and spread <= NOISY_CV:
+        verdict, why = "agree", f"CV {spread:.1%} of {what} is at most {NOISY_CV:.0%}"
+    elif (
+        med is not None
+        and low is not None
+        and high is not None
+        and (low >= med * (1 - NOISY_CV) and high <= med * (1 + NOISY_CV))
+    ):
+        verdict = "agree"
+        why = (
+            f"the {conf:.1%} interval [{low:.1f}, {high:.1f}] of the median {med:.1f} samples/s of {what} "
+            f"is within {NOISY_CV:.0%} of it (CV {spread:.1%})"
+        )
+    else:
+        verdict = "disagree" if final else "more"
+        if low is None:
+            why = f"CV {spread:.1%} of {what} is above {NOISY_CV:.0%}"
+        else:
+            why = (
+                f"CV {spread:.1%} of {what} is above {NOISY_CV:.0%}, and the {conf:.1%} interval "
+                f"[{low:.1f}, {high:.1f}] of their median {med:.1f} samples/s is not within {NOISY_CV:.0%} of it"
+            )
+    return RepeatsCheck(
+        verdict=verdict,
+        usable=verdict in ("agree", "unchecked"),
+        n=n,
+        median=med,
+        cv=spread,
+        low=low,
+        high=high,
+        confidence=conf,
+        reason=why,
     )

@@ -2,9 +2,10 @@
 JSON schema, built from the loop by :func:`tracedoc.fixloop.loop.build_summary`), written as
 JSON and Markdown; and the predicted-against-measured figures of a trial.
 
-``summary.json`` is :meth:`FixLoopSummary.to_dict` (``schema_version`` 4: A/B rounds,
+``summary.json`` is :meth:`FixLoopSummary.to_dict` (``schema_version`` 5: A/B rounds,
 ``inconclusive``, ``warnings``; 3 replaced ``prediction_ratio`` by ``prediction_error``; 4 added
-a trial's ``profiled_run`` and ``ab.unpaired``, so that every finished measurement is in it).
+a trial's ``profiled_run`` and ``ab.unpaired``, so that every finished measurement is in it; 5
+added the baseline's ``repeats_check`` and ``ab.warmup_steps``; a schema-4 file is still read).
 Each trial also has ``ab`` (the A/B rounds: samples/s and step ms of incumbent and
 candidate per round, their medians and coefficients of variation),
 ``prediction_error`` ((predicted - measured) / measured, the prediction rescaled to the timed
@@ -36,7 +37,9 @@ NOISE_RULE = (
     "incumbent (A) and candidate (B) run in alternating A/B rounds (fresh processes, at least 5); "
     "keep a change only if the sign-test confidence interval (>= 90%) of the median paired ratio B/A "
     "lies above 1 + min_gain; revert if it lies below; otherwise run more rounds up to max_rounds, "
-    "then 'inconclusive' (not kept)"
+    "then 'inconclusive' (not kept); the baseline's timed windows must agree first (CV <= 10%, or from 5 "
+    "windows a >= 90% sign-test interval of their median within 10% of it): else up to max_rounds more "
+    "measure-only windows, and a baseline that still disagrees is marked unusable (its figures not shown)"
 )
 
 

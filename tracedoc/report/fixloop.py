@@ -9,13 +9,17 @@ loop; the renderers of :mod:`tracedoc.fixloop.summary` read it. ``to_dict`` is t
 typed; a trial, the A/B rounds, the device and the options stay plain JSON data, as the
 file holds them. This module never imports :mod:`tracedoc.fixloop`.
 
-JSON schema (``schema_version`` 4, :data:`SCHEMA_VERSION`: A/B rounds, ``inconclusive``,
+JSON schema (``schema_version`` 5, :data:`SCHEMA_VERSION`: A/B rounds, ``inconclusive``,
 ``warnings``; 3 replaced a trial's ``prediction_ratio`` by ``prediction_error``; 4 keeps every
 finished measurement: each trial's ``profiled_run`` (the profiled run's samples/s and step ms
 per repeat, also of an ``interrupted`` trial), and a round cut short keeps its finished half in
-``ab.unpaired``)::
+``ab.unpaired``; 5 adds the baseline's ``repeats_check`` (whether its timed windows agree, and
+the extra measure-only runs made when they did not: ``samples_per_s_repeats`` then holds all
+its windows) and ``ab.warmup_steps`` (the warm-up both sides of the A/B runs had, when the loop
+raised it for a knob with a one-off cost such as ``compile``)). A schema-4 summary is still
+read (:data:`READABLE_VERSIONS`): it lacks only those keys, and ``to_dict`` writes it as 5::
 
-    {"schema_version": 4, "tool": {"name": "tracedoc", "command": "fix-loop", "version": str},
+    {"schema_version": 5, "tool": {"name": "tracedoc", "command": "fix-loop", "version": str},
      "workload": str, "out_dir": str,
      "device": {"type", "name", "bf16_supported", "torch", ...},
      "options": {"max_trials", "unsafe_fixes", "device", "sets", "min_gain", "ab_rounds",
@@ -26,8 +30,12 @@ per repeat, also of an ``interrupted`` trial), and a round cut short keeps its f
      "trials": [{"index", "change", "status", "config", "samples_per_s", "step_time_ms", "speedup",
                  "predicted_saving_ms", "measured_saving_ms", "prediction_error", "decision",
                  "error", "ab", "trace_diff", "profiled_run": {"samples_per_s": [float],
-                 "step_time_ms": [float]} | null, ...}],   # tracedoc.fixloop.loop.TrialRecord
-       # "ab": {"rounds", "incumbent": {...}, "candidate": {...},
+                 "step_time_ms": [float]} | null,
+                 "repeats_check": {"verdict", "usable", "n", "median", "cv", "low", "high",
+                                   "confidence", "reason", "extra": {"samples_per_s": [float],
+                                   "step_time_ms": [float]}} | null,   # the baseline's (5)
+                 ...}],   # tracedoc.fixloop.loop.TrialRecord
+       # "ab": {"rounds", "incumbent": {...}, "candidate": {...}, "warmup_steps" (5, when raised),
        #        "unpaired": [{"side", "round", "samples_per_s", "step_time_ms"}]}  # only while
        #        a round is half done (an interrupt, the other side failed, a full disk)
      "not_applicable": [{"knob", "reason"}], "skipped": [{"code", "name", "knob", "reason"}],
@@ -38,8 +46,8 @@ A trial's ``prediction_error`` is ``(predicted - measured) / measured``, the one
 of every predicted-against-measured figure in tracedoc. ``trials[0]`` is the baseline;
 ``final`` is the incumbent, ``null`` only when the baseline itself failed.
 
-:meth:`FixLoopSummary.from_dict` reads a summary of this ``schema_version`` only (any other,
-or none, raises :class:`tracedoc.report.ranks.DocumentError`, one line). Unlike the analysis
+:meth:`FixLoopSummary.from_dict` reads a summary of a ``schema_version`` in
+:data:`READABLE_VERSIONS` only (any other, or none, raises :class:`tracedoc.report.ranks.DocumentError`, one line). Unlike the analysis
 report, ``tool.version`` is kept: a summary records a run, and the version that ran it.
 """
 
@@ -50,7 +58,10 @@ from typing import Any, ClassVar
 
 from tracedoc.report.header import check_header, shape_error
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+#: The versions :meth:`FixLoopSummary.from_dict` reads: 5 only added keys to 4 (a trial's
+#: ``repeats_check``, ``ab.warmup_steps``), which readers take with ``.get``.
+READABLE_VERSIONS = (4, 5)
 
 _WHAT = "tracedoc fix-loop summary"
 
@@ -131,10 +142,11 @@ class FixLoopSummary:
         """The FixLoopSummary of :meth:`to_dict`'s output (a saved ``summary.json``).
 
         Raises:
-            tracedoc.report.ranks.DocumentError: not a fix-loop summary of this
-                :data:`SCHEMA_VERSION`, or a field missing or of the wrong shape (one line).
+            tracedoc.report.ranks.DocumentError: not a fix-loop summary of a version in
+                :data:`READABLE_VERSIONS`, or a field missing or of the wrong shape (one line).
         """
-        check_header(d, _WHAT, SCHEMA_VERSION)
+        v = d.get("schema_version") if isinstance(d, dict) else None
+        check_header(d, _WHAT, v if type(v) is int and v in READABLE_VERSIONS else SCHEMA_VERSION)
         try:
             base, final = d["baseline"], d["final"]
             return cls(
