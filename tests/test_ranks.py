@@ -288,6 +288,7 @@ def test_the_fixtures_folder_of_unrelated_traces(tmp_path):
     assert {s["path"].rsplit("/", 1)[-1] for s in doc["skipped"]} == {
         "PROVENANCE.md",
         "calibration",
+        "gpu_runs",  # the H100 session's run files (fixtures/gpu_runs/README.md): folders, not a trace
         "licenses",
         "schemas",
     }

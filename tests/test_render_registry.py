@@ -51,9 +51,9 @@ def test_a_format_a_document_lacks_is_one_line_naming_those_it_has(report):
     from tracedoc.report.ranks import MultiTraceReport
 
     traces = MultiTraceReport(inputs=["d"], traces=[])
-    with pytest.raises(TracedocError, match=r"^--format sarif is not available for several unrelated traces \(use "):
-        render(traces, "sarif")
-    assert formats("traces") == ["text", "json", "markdown"]
+    with pytest.raises(TracedocError, match=r"^--format html is not available for several unrelated traces \(use "):
+        render(traces, "html")
+    assert formats("traces") == ["text", "json", "markdown", "github", "sarif"]
     with pytest.raises(TypeError, match="not a tracedoc document"):
         render({"findings": []}, "json")
     assert kind_of(report) == "report"

@@ -146,6 +146,42 @@ def gzip_size_hint(path: str | os.PathLike[str]) -> int:
     return hint
 
 
+#: The first bytes of an SQLite database (what ``nsys export --type sqlite`` writes).
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: Profiler outputs that are not Kineto JSON, known by the end of their name (case-insensitive).
+FOREIGN_SUFFIXES = (
+    (".nsys-rep", "Nsight Systems report (.nsys-rep)"),
+    (".qdrep", "Nsight Systems report (.qdrep)"),
+    (".qdstrm", "Nsight Systems capture (.qdstrm)"),
+    (".ncu-rep", "Nsight Compute report (.ncu-rep)"),
+    (".xplane.pb", "XPlane profile (.xplane.pb, TensorFlow/JAX profiler)"),
+    (".sqlite", "SQLite database (.sqlite, e.g. an Nsight Systems export)"),
+)
+#: What to do instead, said after the format's name.
+FOREIGN_HINT = (
+    "tracedoc reads PyTorch Profiler (Kineto) JSON traces; record one with torch.profiler "
+    "(export_chrome_trace or tensorboard_trace_handler)"
+)
+
+
+def foreign_format(name: str, head: bytes | bytearray = b"") -> str | None:
+    """The name of a profiler output that is not a Kineto JSON trace, from its file name
+    (:data:`FOREIGN_SUFFIXES`) or its first bytes (an SQLite database: :data:`SQLITE_MAGIC`);
+    None for anything else. ``head``: the first non-blank bytes, if read."""
+    lower = str(name).lower()
+    if bytes(head[: len(SQLITE_MAGIC)]) == SQLITE_MAGIC:
+        return "Nsight Systems SQLite export (.sqlite)" if lower.endswith(".sqlite") else "SQLite database"
+    for suffix, what in FOREIGN_SUFFIXES:
+        if lower.endswith(suffix) and suffix != ".sqlite":  # a .sqlite name alone: its bytes decide
+            return what
+    return None
+
+
+def foreign_error(name: str, what: str) -> TraceLoadError:
+    """The one-line error for a profiler output of another format (:func:`foreign_format`)."""
+    return TraceLoadError(name, f"{what}: {FOREIGN_HINT}")
+
+
 _JSON_START = frozenset(b'{["-0123456789tfn')
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _SNIFF_BYTES = 64 << 10
@@ -179,6 +215,12 @@ class _Sniffer:
         if i == len(buf):
             return
         if buf[i] not in _JSON_START:
+            head = bytes(buf[i : i + len(SQLITE_MAGIC)])
+            if len(head) < len(SQLITE_MAGIC) and SQLITE_MAGIC.startswith(head):
+                return  # perhaps an SQLite database: wait for its whole magic
+            what = foreign_format(self.name, head)
+            if what:
+                raise foreign_error(self.name, what)
             if bytes(buf[i : i + 2]) == GZIP_MAGIC:
                 raise TraceLoadError(self.name, "gzip inside gzip: the data was compressed twice; gunzip it once")
             raise TraceLoadError(self.name, f"invalid JSON (starts with byte 0x{buf[i]:02x}; a trace starts with '{{')")
@@ -495,6 +537,9 @@ def read_trace_bytes(
             mode = st.st_mode
             if stat.S_ISDIR(mode):
                 raise TraceLoadError(name, "is a directory, not a trace file")
+            what = foreign_format(name)
+            if what:  # refused by its name, before a report of gigabytes is read
+                raise foreign_error(name, what)
             if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
                 kind = (
                     "a character device"
@@ -545,6 +590,8 @@ __all__ = [
     "MAX_BYTES_ENV",
     "ReadRecord",
     "file_sha256",
+    "foreign_error",
+    "foreign_format",
     "gzip_size_hint",
     "is_gzip",
     "max_trace_bytes",

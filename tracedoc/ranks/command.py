@@ -1,6 +1,6 @@
 """The ``analyze`` command's many-traces path, kept here so ``tracedoc/cli/`` only
-dispatches: several files, a glob, a folder (ranks of one job, or unrelated traces), or
-an fsspec URL of a folder."""
+dispatches: several files, a glob (``**`` too), a folder (ranks of one job, unrelated
+traces, or a TensorBoard log directory: its newest run), or an fsspec URL of a folder."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from tracedoc.ranks.discover import _GLOB_CHARS, has_protocol
+from tracedoc.ranks.discover import _GLOB_CHARS, has_protocol, tensorboard_run
 from tracedoc.ranks.summary import MultiRankReport, MultiTraceReport
 
 if TYPE_CHECKING:
@@ -69,6 +69,8 @@ def analyze_many(
         progress=progress,
         rules=rules,
     )
+    # a TensorBoard log directory of several runs: which run was read, first among the notes
+    report.notes[:0] = [tb[1] for tb in map(_tensorboard, paths) if tb is not None and tb[1]]
     err = OneLineConsole(stderr=True, highlight=False, soft_wrap=True)
     n_all = len(report.failed) + (len(report.ranks) if isinstance(report, MultiRankReport) else len(report.traces))
     for r in report.failed:
@@ -82,6 +84,13 @@ def analyze_many(
     for note in report.notes:  # retried traces, duplicate ranks
         err.print(f"tracedoc: warning: {escape(note)}")
     return report
+
+
+def _tensorboard(path: str) -> tuple[Path, str | None] | None:
+    """:func:`tracedoc.ranks.discover.tensorboard_run` of a local folder input (else None)."""
+    if has_protocol(path) or not os.path.isdir(path):
+        return None
+    return tensorboard_run(path)
 
 
 def progress_path(paths: list[str]) -> Path:

@@ -16,10 +16,24 @@ A glob's matches follow the same rules, each in the folder it lies in (hidden na
 a glob matches them only when its pattern names them), so ``'traces/*'`` skips the FIFO
 that ``traces/`` skips (issue 21). A file named again, under the same or another name (a
 symlink, a hard link, ``./a.json``), is read once; another name of it is skipped, and said.
+
+A ``**`` component matches any number of folders (``'runs/**/*.pt.trace.json.gz'``): the
+folders are walked without following symlinks to folders (each one met is skipped, and said,
+so a link loop cannot make the walk endless), hidden folders are left out unless the pattern
+names one, a folder that cannot be listed is skipped and said, and a walk of more than
+:data:`MAX_GLOB_FOLDERS` folders is refused. Its files are taken or skipped as any glob's.
+
+A TensorBoard log directory (``LOGDIR/plugins/profile/<run>/*.pt.trace.json.gz``) that holds
+no trace itself is read from its newest run (the run whose newest trace was written last);
+when it has several runs, :func:`tensorboard_run` gives the one-line note that says which was
+read. (``tensorboard_trace_handler`` writes ``LOGDIR/<worker>.<ts>.pt.trace.json`` directly:
+that is a plain folder of traces.) A Nsight Systems, Nsight Compute or XPlane file in a folder
+is skipped with its format named (:func:`tracedoc.load.source.foreign_format`).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import re
@@ -28,6 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracedoc.errors import TraceLoadError
+from tracedoc.load.source import foreign_format
+
+#: Folders a ``**`` glob may walk before it is refused (a pattern rooted too high).
+MAX_GLOB_FOLDERS = 10_000
+#: Where TensorBoard's profile plugin keeps its runs, under the log directory.
+TENSORBOARD_PROFILE = ("plugins", "profile")
 
 TRACE_SUFFIXES = (".json", ".gz")
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE)
@@ -106,6 +126,9 @@ def _why_not_taken(p: str, name: str, root: str, follow_symlinks: bool) -> tuple
     if kind:
         return kind, False
     if not is_trace_name(name):
+        what = foreign_format(name)
+        if what:
+            return f"{what}, not a Kineto JSON trace", False
         if name.lower().endswith(TRACE_SUFFIXES):
             return "upper-case suffix (only .json, .json.gz, .gz are read)", False
         return "not a trace file name (*.json, *.json.gz, *.gz)", False
@@ -124,23 +147,146 @@ def _take(p: str, name: str, root: str, out: Discovery, follow_symlinks: bool) -
 
 
 def _scan_local_folder(d: Path, out: Discovery, follow_symlinks: bool) -> None:
+    """A folder's entries, one level deep; a TensorBoard log directory without a trace of its
+    own is read from its newest run (:func:`tensorboard_run`)."""
     root = os.path.realpath(d)
     try:
         entries = sorted(os.scandir(d), key=lambda e: e.name)
     except OSError as exc:
         raise TraceLoadError(str(d), f"cannot list folder ({exc.strerror or exc})") from None
+    n_files, n_skipped = len(out.files), len(out.skipped)
     for e in entries:
         p = os.path.join(str(d), e.name)
         if e.name.startswith("."):
             out.skipped.append((p, "hidden"))
         else:
             _take(p, e.name, root, out, follow_symlinks)
+    if len(out.files) > n_files:
+        return
+    tb = tensorboard_run(d)
+    if tb is not None:
+        plugins = os.path.join(str(d), TENSORBOARD_PROFILE[0])
+        out.skipped[n_skipped:] = [(p, why) for p, why in out.skipped[n_skipped:] if p != plugins]
+        _scan_local_folder(tb[0], out, follow_symlinks)
+
+
+def _trace_mtimes(folder: str) -> list[int]:
+    """The mtimes (ns) of the regular trace files directly in ``folder`` (symlinks not followed)."""
+    try:
+        with os.scandir(folder) as it:
+            return [
+                e.stat(follow_symlinks=False).st_mtime_ns
+                for e in it
+                if not e.name.startswith(".") and is_trace_name(e.name) and e.is_file(follow_symlinks=False)
+            ]
+    except OSError:
+        return []
+
+
+def tensorboard_run(folder: str | os.PathLike[str]) -> tuple[Path, str | None] | None:
+    """The run to read in a TensorBoard log directory: ``(run folder, note)``, the note a
+    line saying which run was read when there are several (else None).
+
+    ``folder`` is a log directory (``LOGDIR/plugins/profile/<run>/``) or its
+    ``plugins/profile`` folder, with no trace file of its own; its runs are the non-hidden
+    subfolders (not symlinks) that hold trace files; the newest is the one whose newest trace
+    was written last (then the name, last first). None when ``folder`` is not such a folder.
+    """
+    d = Path(folder)
+    if _trace_mtimes(str(d)):
+        return None
+    profile = d.joinpath(*TENSORBOARD_PROFILE)
+    if not profile.is_dir():
+        if (d.parent.name, d.name) != TENSORBOARD_PROFILE:
+            return None
+        profile = d
+    try:
+        with os.scandir(profile) as it:
+            subs = [e for e in it if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return None
+    runs = sorted(((max(m), e.name) for e in subs if (m := _trace_mtimes(e.path))), reverse=True)
+    if not runs:
+        return None
+    newest = profile / runs[0][1]
+    note = None
+    if len(runs) > 1:
+        note = (
+            f"{d}: TensorBoard log directory with {len(runs)} runs; read the newest, {runs[0][1]} "
+            f"(name another run's folder, e.g. {profile / runs[1][1]}, to read it)"
+        )
+    return newest, note
+
+
+def _match_parts(names: list[str], pats: list[str]) -> bool:
+    """``names`` (a relative path's components) match ``pats`` (a pattern's): ``**`` matches
+    any number of components, not hidden ones; another pattern component matches one name
+    (:func:`fnmatch.fnmatchcase`), a hidden one only when the pattern component starts with a dot."""
+    if not pats:
+        return not names
+    p = pats[0]
+    if p == "**":
+        for k in range(len(names) + 1):
+            if _match_parts(names[k:], pats[1:]):
+                return True
+            if k < len(names) and names[k].startswith("."):
+                return False
+        return False
+    if not names or (names[0].startswith(".") and not p.startswith(".")):
+        return False
+    return fnmatch.fnmatchcase(names[0], p) and _match_parts(names[1:], pats[1:])
+
+
+def _recursive_matches(pattern: str, out: Discovery) -> list[str]:
+    """The files a pattern with a ``**`` component matches (see the module docstring): the
+    folders from the pattern's literal leading part down are walked, symlinks to folders
+    and folders that cannot be listed skipped (and said).
+
+    Raises:
+        TraceLoadError: more than :data:`MAX_GLOB_FOLDERS` folders walked.
+    """
+    parts = pattern.split("/")
+    k = next(i for i, c in enumerate(parts) if _GLOB_CHARS.search(c))
+    base = "/".join(parts[:k]) or ("/" if pattern.startswith("/") else "")
+    pats = parts[k:]
+    root = base or "."
+    hidden_named = any(c.startswith(".") for c in pats)
+    matches: list[str] = []
+    walked = 0
+
+    def unlisted(exc: OSError) -> None:
+        out.skipped.append((str(exc.filename or root), f"cannot list folder ({exc.strerror or exc})"))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unlisted, followlinks=False):
+        walked += 1
+        if walked > MAX_GLOB_FOLDERS:
+            raise TraceLoadError(pattern, f"** walks more than {MAX_GLOB_FOLDERS:,} folders; start it lower")
+        rel = os.path.relpath(dirpath, root)
+        prefix = [] if rel == "." else rel.split(os.sep)
+        keep = []
+        for name in sorted(dirnames):
+            full = os.path.join(dirpath, name)
+            if name.startswith(".") and not hidden_named:
+                continue
+            if os.path.islink(full):
+                out.skipped.append((full, "symlink to a folder (** does not follow them)"))
+            else:
+                keep.append(name)
+        dirnames[:] = keep
+        for name in filenames:
+            if _match_parts([*prefix, name], pats):
+                matches.append(os.path.join(base, *prefix, name) if base else os.path.join(*prefix, name))
+    return sorted(matches)
 
 
 def _scan_glob(pattern: str, out: Discovery, follow_symlinks: bool) -> None:
     """A glob's matches, each taken or skipped as a folder's entry is (:func:`_why_not_taken`),
-    its folder being the one it lies in; a matched folder is skipped, not read."""
-    matches = sorted(glob.glob(pattern))
+    its folder being the one it lies in; a matched folder is skipped, not read. A ``**``
+    component matches folders at any depth (:func:`_recursive_matches`)."""
+    if "**" in pattern.split("/"):
+        matches = _recursive_matches(pattern, out)
+    else:
+        matches = sorted(glob.glob(pattern))
     if not matches:
         raise TraceLoadError(pattern, "no file matches this pattern")
     for m in matches:
@@ -161,7 +307,15 @@ def _scan_remote(url: str, out: Discovery) -> None:
             if name.startswith("."):
                 out.skipped.append((f, "hidden"))
             elif not is_trace_name(name):
-                out.skipped.append((f, "not a trace file name (*.json, *.json.gz, *.gz)"))
+                what = foreign_format(name)
+                out.skipped.append(
+                    (
+                        f,
+                        f"{what}, not a Kineto JSON trace"
+                        if what
+                        else "not a trace file name (*.json, *.json.gz, *.gz)",
+                    )
+                )
             else:
                 out.files.append(f)
     else:
@@ -176,8 +330,9 @@ def discover(inputs: list[str], follow_symlinks: bool = False) -> Discovery:
         follow_symlinks: take symlinks in a folder that point outside it.
 
     Raises:
-        TraceLoadError: a path that does not exist, a glob that matches nothing, or no
-            trace file at all among the inputs (naming the input and what was skipped).
+        TraceLoadError: a path that does not exist, a glob that matches nothing, a ``**``
+            glob that walks more than :data:`MAX_GLOB_FOLDERS` folders, or no trace file at
+            all among the inputs (naming the input and what was skipped).
     """
     out = Discovery()
     for raw in inputs:

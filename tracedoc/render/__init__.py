@@ -11,7 +11,8 @@ report     :class:`tracedoc.report.model.Report`                text, json, mark
                                                                 figure
 ranks      the ranks of one job (:mod:`tracedoc.report.ranks`)  text, json, markdown, github,
                                                                 sarif, html, summary
-traces     unrelated traces (:mod:`tracedoc.report.ranks`)      text, json, markdown, summary
+traces     unrelated traces (:mod:`tracedoc.report.ranks`)      text, json, markdown, github,
+                                                                sarif, summary
 comparison ``tracedoc diff`` (:mod:`tracedoc.report.comparison`) text, json, markdown
 fixloop    ``tracedoc fix-loop`` (:mod:`tracedoc.report.fixloop`)  text, json, markdown
 ========== ==================================================== ==================================
@@ -88,7 +89,8 @@ def _report_sarif(doc: Any, rules: list[Any] | None = None, **_: Any) -> str:
 def _ranks_sarif(doc: Any, rules: list[Any] | None = None, **_: Any) -> str:
     from tracedoc.render.sarif import SarifRenderer
 
-    return SarifRenderer().render([r.report for r in doc.ranks if r.report], rules) + "\n"
+    failed = [(f.path, f.error or "could not be analyzed") for f in doc.failed]
+    return SarifRenderer().render([r.report for r in doc.ranks if r.report], rules, failed=failed) + "\n"
 
 
 def _report_html(doc: Any, **_: Any) -> str:
@@ -140,6 +142,7 @@ def _ranks_github(doc: Any, **_: Any) -> str:
 
     r = GithubRenderer()
     lines = [ln for rr in doc.ranks if rr.report for ln in r.lines(rr.report, rr.path)]
+    lines += [r.failure(f.path, f.error) for f in doc.failed]
     return "\n".join([*lines, multi_summary(doc)]) + "\n"
 
 
@@ -150,21 +153,53 @@ def _ranks_summary(doc: Any, **_: Any) -> str:
 
 
 def _traces_text(doc: Any, console: Any, **_: Any) -> None:
+    from tracedoc.render.overview import overview_table
     from tracedoc.render.ranks import render_multi_text
 
     render_multi_text(doc, console)
+    console.print()  # the overview last: what a terminal shows when the reports have scrolled by
+    console.print(overview_table(doc, console.width))
+    console.print(f"\n{_traces_summary(doc).rstrip()}", style="bold", highlight=False, markup=False)
+
+
+def _traces_json(doc: Any, **_: Any) -> str:
+    from tracedoc.render.escape import json_text
+    from tracedoc.render.overview import overview_rows
+
+    d = doc.to_dict()
+    at = list(d).index("traces") + 1  # the derived overview right after the traces it sums up
+    items = list(d.items())
+    return json_text(dict([*items[:at], ("overview", overview_rows(doc)), *items[at:]])) + "\n"
 
 
 def _traces_markdown(doc: Any, **_: Any) -> str:
+    from tracedoc.render.overview import overview_markdown
     from tracedoc.render.ranks import render_multi_markdown
 
-    return render_multi_markdown(doc)
+    return "\n".join(overview_markdown(doc)) + "\n" + render_multi_markdown(doc)
+
+
+def _traces_github(doc: Any, **_: Any) -> str:
+    from tracedoc.render.github import GithubRenderer
+
+    r = GithubRenderer()
+    lines = [ln for t in doc.traces for ln in r.lines(t.report, t.path, named=True)]
+    lines += [r.failure(f.path, f.error) for f in doc.failed]
+    return "\n".join([*lines, _traces_summary(doc).rstrip("\n")]) + "\n"
+
+
+def _traces_sarif(doc: Any, rules: list[Any] | None = None, **_: Any) -> str:
+    from tracedoc.render.sarif import SarifRenderer
+
+    failed = [(f.path, f.error or "could not be analyzed") for f in doc.failed]
+    return SarifRenderer().render([t.report for t in doc.traces], rules, failed=failed) + "\n"
 
 
 def _traces_summary(doc: Any, **_: Any) -> str:
     from tracedoc.text import plural
 
-    return f"{plural(len(doc.traces), 'trace')}: {plural(len(doc.findings), 'finding')}\n"
+    failed = f"; {plural(len(doc.failed), 'trace')} could not be analyzed" if doc.failed else ""
+    return f"{plural(len(doc.traces), 'trace')}: {plural(len(doc.findings), 'finding')}{failed}\n"
 
 
 def _comparison_text(doc: Any, console: Any, **_: Any) -> None:
@@ -212,8 +247,10 @@ RENDERERS: dict[tuple[str, str], Callable[..., Any]] = {
     ("html", "ranks"): _ranks_html,
     ("summary", "ranks"): _ranks_summary,
     ("text", "traces"): _traces_text,
-    ("json", "traces"): _json,
+    ("json", "traces"): _traces_json,
     ("markdown", "traces"): _traces_markdown,
+    ("github", "traces"): _traces_github,
+    ("sarif", "traces"): _traces_sarif,
     ("summary", "traces"): _traces_summary,
     ("text", "comparison"): _comparison_text,
     ("json", "comparison"): _json,

@@ -10,10 +10,17 @@ Trace text (the file name, a skip reason) is made visible first
 (:func:`~tracedoc.render.escape.visible`), so no line break or control character of its own
 reaches the log: every line that starts with ``::`` is one of these annotations. A skipped
 rule is a ``::notice``; the last line is the plain summary line.
+
+For several unrelated traces (``--format github`` on a folder, a glob or several files) the
+annotations of every trace come in one stream, each with its trace as ``file`` and the trace's
+file name leading its title (``a.pt.trace.json.gz: TD101 dataloader-stall``), so the list of
+annotations says which benchmark each belongs to; a trace that could not be analyzed is an
+``::error`` with its one-line error.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tracedoc.render.escape import visible
@@ -35,21 +42,33 @@ def annotation(level: str, message: str, **props: str) -> str:
 class GithubRenderer:
     """Findings of a :class:`~tracedoc.report.model.Report` as workflow annotations."""
 
-    def lines(self, report: Any, path: str | None = None) -> list[str]:
-        """The annotation lines of one report (``path`` overrides the trace path)."""
+    def lines(self, report: Any, path: str | None = None, named: bool = False) -> list[str]:
+        """The annotation lines of one report (``path`` overrides the trace path; ``named``:
+        each title starts with the trace's file name, for one stream of several traces)."""
         file = visible(path or report.trace["path"])
+        lead = f"{Path(file).name}: " if named else ""
         out = []
         for f in report.findings:
             saving = "" if f.estimated_saving_ms is None else f" (~{f.estimated_saving_ms:.1f} ms/step)"
             msg = f"{f.message}\nFix [{f.fix.safety}]: {f.fix.summary}"
-            out.append(annotation(LEVEL[f.severity], msg, file=file, title=f"{f.code} {f.name}{saving}"))
+            out.append(annotation(LEVEL[f.severity], msg, file=file, title=f"{lead}{f.code} {f.name}{saving}"))
         for k in report.skipped:
             out.append(
                 annotation(
-                    "notice", f"skipped: {visible(dedupe_vendor(k.reason))}", file=file, title=f"{k.code} {k.name}"
+                    "notice",
+                    f"skipped: {visible(dedupe_vendor(k.reason))}",
+                    file=file,
+                    title=f"{lead}{k.code} {k.name}",
                 )
             )
         return out
+
+    def failure(self, path: str, error: str | None) -> str:
+        """The ``::error`` of a trace that could not be analyzed."""
+        file = visible(path)
+        return annotation(
+            "error", visible(error or "could not be analyzed"), file=file, title=f"{Path(file).name}: not analyzed"
+        )
 
     def render(self, report: Any) -> str:
         """The annotations and the summary line, newline-terminated."""

@@ -9,6 +9,11 @@ fix in ``properties``. Rules that were skipped are ``toolExecutionNotifications`
 invocation, so a reader sees that the analysis was incomplete. The tests validate the
 output against the official schema (``fixtures/schemas/sarif-schema-2.1.0.json``).
 
+Several traces (the ranks of a job, or unrelated traces: a folder of benchmarks) are one log
+with one run: one artifact per trace, and each result's location names its trace's artifact
+(``uri`` and ``index``); a trace that could not be analyzed is an ``error`` notification
+naming it, and the run's ``executionSuccessful`` stays true (the others were analyzed).
+
 SARIF is structured: the encoder escapes what JSON must, and the document's data (evidence,
 properties) is kept as it is. Trace text in a message a viewer shows (a trace path, a skip
 reason) goes through :func:`tracedoc.render.escape.sarif_text` (visible, embedded-link brackets
@@ -39,14 +44,26 @@ def artifact_uri(path: str) -> str:
     return p.as_uri() if p.is_absolute() else quote(os.fsencode(p.as_posix()))
 
 
+def _failure(path: str, error: str) -> dict[str, Any]:
+    """The ``error`` notification of a trace that could not be analyzed, located on it."""
+    return {
+        "level": "error",
+        "message": {"text": f"{sarif_text(path)} could not be analyzed: {sarif_text(error)}"},
+        "locations": [{"physicalLocation": {"artifactLocation": {"uri": artifact_uri(path)}}}],
+    }
+
+
 class SarifRenderer:
     """A :class:`~tracedoc.report.model.Report` (or several, e.g. the ranks of a job) as
     one SARIF 2.1.0 log."""
 
-    def to_dict(self, reports: list[Any], rules: list[Any] | None = None) -> dict[str, Any]:
+    def to_dict(
+        self, reports: list[Any], rules: list[Any] | None = None, failed: list[tuple[str, str]] | None = None
+    ) -> dict[str, Any]:
         """The SARIF log as a dict. ``rules``: the Rule objects the analysis evaluated, for
         the rules' descriptions (a code without one, or every code when None, gets a minimal
-        descriptor: renderers read documents and do not load rules themselves)."""
+        descriptor: renderers read documents and do not load rules themselves). ``failed``:
+        ``(path, error)`` of the traces that could not be analyzed."""
         codes: list[str] = []
         for rep in reports:
             for c in [*rep.rules_evaluated, *(f.code for f in rep.findings), *(k.code for k in rep.skipped)]:
@@ -68,10 +85,10 @@ class SarifRenderer:
             descriptors.append(d)
         index = {c: i for i, c in enumerate(codes)}
         results, notes, artifacts = [], [], []
-        for rep in reports:
+        for i, rep in enumerate(reports):
             uri = artifact_uri(rep.trace["path"])
             artifacts.append({"location": {"uri": uri}})
-            loc = [{"physicalLocation": {"artifactLocation": {"uri": uri}}}]
+            loc = [{"physicalLocation": {"artifactLocation": {"uri": uri, "index": i}}}]
             for f in rep.findings:
                 results.append(
                     {
@@ -99,6 +116,7 @@ class SarifRenderer:
                         "associatedRule": {"id": k.code, "index": index[k.code]},
                     }
                 )
+        notes += [_failure(path, error) for path, error in failed or ()]
         return {
             "$schema": SCHEMA_URI,
             "version": "2.1.0",
@@ -119,6 +137,9 @@ class SarifRenderer:
             ],
         }
 
-    def render(self, reports: list[Any], rules: list[Any] | None = None) -> str:
-        """The SARIF JSON text of ``reports`` (one artifact each: a trace, or each rank of a job)."""
-        return json_text(self.to_dict(reports, rules))
+    def render(
+        self, reports: list[Any], rules: list[Any] | None = None, failed: list[tuple[str, str]] | None = None
+    ) -> str:
+        """The SARIF JSON text of ``reports`` (one artifact each: a trace, or each rank of a job)
+        and of the ``failed`` traces (``(path, error)``)."""
+        return json_text(self.to_dict(reports, rules, failed))
