@@ -17,9 +17,11 @@ from tracedoc.cli.common import (
     Format,
     Level,
     app,
+    config_changes,
     err_console,
     fail,
     funnel,
+    progress_line,
 )
 from tracedoc.errors import display_path
 
@@ -27,8 +29,8 @@ from tracedoc.errors import display_path
 TRACES = typer.Argument(
     ...,
     metavar="TRACE",
-    help="Trace files (.json, .json.gz), '-' for standard input, a FIFO, globs, folders (ranks of one job, "
-    "or unrelated traces) or fsspec URLs.",
+    help="Trace files (.json, .json.gz), '-' for standard input, a FIFO, globs ('runs/**/*.json.gz' too), "
+    "folders (ranks of one job, unrelated traces, or a TensorBoard log directory: its newest run) or fsspec URLs.",
 )
 FORMAT = typer.Option(Format.text, "--format", "-f", help="Output format: text, json, markdown, github, sarif or html.")
 OUTPUT = typer.Option(None, "--output", "-o", metavar="FILE", help="Write the report to FILE instead of stdout.")
@@ -86,6 +88,9 @@ RANKS = typer.Option(
 FOLLOW_SYMLINKS = typer.Option(False, "--follow-symlinks", help="Follow symlinks that leave a folder.")
 NO_CACHE = typer.Option(False, "--no-cache", help="Neither read nor write the frame cache.")
 CACHE_DIR = typer.Option(None, "--cache-dir", help="Frame cache folder (default: user cache dir).")
+SHOW_SKIPPED = typer.Option(
+    False, "--show-skipped", help="List every skipped rule with its reason (text; default: one line of their codes)."
+)
 
 
 @app.command(epilog=EXIT_CODES)
@@ -111,6 +116,7 @@ def analyze(
     follow_symlinks: bool = FOLLOW_SYMLINKS,
     no_cache: bool = NO_CACHE,
     cache_dir: Optional[Path] = CACHE_DIR,
+    show_skipped: bool = SHOW_SKIPPED,
 ) -> None:
     """Analyze traces (one, several, a glob, or a folder of per-rank or unrelated traces) and print ranked findings.
 
@@ -118,7 +124,6 @@ def analyze(
     options given here win.
     """
     from tracedoc.cache import default_cache
-    from tracedoc.progress import progress_for
     from tracedoc.ranks.command import analyze_many, progress_path, wants_many
 
     label = traces[0] if len(traces) == 1 else " ".join(traces)
@@ -126,8 +131,7 @@ def analyze(
     if output is not None and not output.absolute().parent.is_dir():  # before a long analysis
         raise fail(f"{output}: cannot write (no such directory)")
     with funnel(label, "analyze", "analyzing"):
-        settings = _settings(
-            traces[0],
+        options = dict(
             select=split_selectors(select),
             ignore=split_selectors(ignore),
             rule_paths=rules or (),
@@ -137,12 +141,13 @@ def analyze(
             min_saving_share=min_saving_share,
             max_trace_bytes=max_bytes,
         )
+        settings = _settings(traces[0], **options)
         # a bad rule file or override fails before a long load (Settings.rules() is cached);
         # otherwise the rules (and pandas) are imported while the loader's workers decode the trace
         if settings.rule_paths or settings.thresholds:
             settings.rules()
         cache = default_cache(cache_dir, enabled=not no_cache, env=settings.env)
-        with progress_for(
+        with progress_line(
             progress_path(traces), json_output=format is Format.json, off=settings.env.no_progress
         ) as progress:
             if wants_many(traces, ranks, scheduler):
@@ -160,9 +165,13 @@ def analyze(
             else:
                 report = _analyze_one(traces[0], settings, cache, progress)  # the frames are freed here
     from tracedoc.cli.output import emit
+    from tracedoc.render.report import terminal_options
 
     # a value no renderer can write must still end in one line, not a traceback
-    with funnel(label, "write the report", "writing the report"):
+    with (
+        funnel(label, "write the report", "writing the report"),
+        terminal_options(show_skipped=show_skipped, config=config_changes(settings, traces[0], options)),
+    ):
         emit(report, format, output=output, top=top, quiet=quiet, color=color, rules=settings.rules())
     raise typer.Exit(_exit_code(report, settings.fail_on, exit_zero, settings.strict))
 

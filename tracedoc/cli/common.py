@@ -14,16 +14,19 @@ value or an exception text cannot retitle the terminal, move the cursor or split
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, List, Optional
+from typing import IO, Any, List, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from tracedoc.errors import TracedocError, display_path, one_line
 from tracedoc.render.escape import OneLineConsole
@@ -175,3 +178,70 @@ def md_table(header: List[str], rows: List[List[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def config_changes(settings: Any, trace: str, options: dict[str, Any]) -> Optional[tuple[str, tuple[str, ...]]]:
+    """What the ``[tool.tracedoc]`` table changed: ``(its pyproject.toml, the keys whose values
+    the analysis took from it)``, found by resolving the same command-line ``options`` without
+    the file; None when no file was found or it changed nothing (every key it sets overridden
+    on the command line, or an empty table). The path is relative to the working directory when
+    it lies below it."""
+    if not settings.config_path:
+        return None
+    from tracedoc.settings import Settings
+
+    base = Settings.resolve(trace, env=dataclasses.replace(settings.env, no_config=True), **options)
+    fields = (
+        ("select", "select"),
+        ("ignore", "ignore"),
+        ("rule_paths", "rules"),
+        ("thresholds", "thresholds"),
+        ("fail_on", "fail-on"),
+        ("strict", "strict"),
+    )
+    keys = tuple(key for attr, key in fields if getattr(settings, attr) != getattr(base, attr))
+    if not keys:
+        return None
+    path = settings.config_path
+    rel = os.path.relpath(path) if os.path.isabs(path) else path
+    return (path if rel.startswith("..") else rel), keys
+
+
+class Elapsed:
+    """The text of the progress line: ``trace.json.gz: loading (12.3 s)``, the seconds read from
+    ``clock`` each time it is drawn, so they run while a step of the load takes its time (a
+    status line is redrawn about twelve times a second). ``message`` is what is being done."""
+
+    def __init__(self, name: str, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.name = display_path(name)
+        self.message = "starting"
+        self.clock = clock
+        self.start = clock()
+
+    def text(self) -> Text:
+        """The line as it reads now."""
+        return Text.assemble(f"{self.name}: {self.message} ", (f"({self.clock() - self.start:.1f} s)", "dim"))
+
+    def __rich_console__(self, console: Console, options: Any) -> Iterator[Text]:
+        yield self.text()
+
+
+@contextlib.contextmanager
+def progress_line(path: Path, json_output: bool, off: bool = False) -> Iterator[Optional[Callable[[str], None]]]:
+    """:func:`tracedoc.progress.progress_for` with a running clock: yield a ``progress(message)``
+    callback that updates a transient stderr status line whose elapsed time keeps counting
+    (:class:`Elapsed`), or None where no display is wanted (a pipe, JSON, CI, ``off``, a small
+    input: :func:`tracedoc.progress.wanted`). File names and messages are made printable
+    (:func:`tracedoc.errors.display_path`) and shown as text, never as markup."""
+    from tracedoc.progress import MIN_BYTES, input_bytes, wanted
+
+    if not wanted(json_output, off=off) or input_bytes(path) < MIN_BYTES:
+        yield None
+        return
+    line = Elapsed(path.name)
+    with Console(stderr=True, highlight=False).status(line, spinner="dots"):
+
+        def update(message: str) -> None:
+            line.message = display_path(message)
+
+        yield update

@@ -7,8 +7,46 @@ import sys
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from tracedoc.cli.common import Format, app, fail, list_format, md_table
+from tracedoc.text import plain_rst
+
+#: Narrowest last column (the summary, the definition) a table is laid out with; a console
+#: narrower than the other columns and this gets one entry per block instead.
+MIN_TEXT_COLUMN = 40
+
+
+def definition(doc: str) -> str:
+    """A signal's definition for the terminal: the first paragraph of its docstring (the first
+    line alone can stop mid-sentence), reStructuredText markup shown as plain text."""
+    return plain_rst(doc.strip().split("\n\n", 1)[0])
+
+
+def print_listing(console: Console, header: list[str], rows: list[list[str]], meta_sep: str = " · ") -> None:
+    """A listing whose last column is prose (a rule's summary, a signal's definition): a table
+    where the console leaves that column :data:`MIN_TEXT_COLUMN` cells, else one block per row
+    (the first column in bold, the short columns after it, the prose below with a hanging
+    indent). Either way the prose breaks at spaces only, never inside a word."""
+    from rich.table import Table
+
+    fixed = [max(len(header[j]), *(len(r[j]) for r in rows)) for j in range(len(header) - 1)]
+    if console.width - sum(fixed) - 3 * (len(header) - 1) >= MIN_TEXT_COLUMN:
+        table = Table(show_edge=False, pad_edge=False)
+        for j, col in enumerate(header):
+            last = j == len(header) - 1
+            table.add_column(col, no_wrap=not last, min_width=None if not last else MIN_TEXT_COLUMN)
+        for row in rows:
+            table.add_row(*(escape(c) for c in row))
+        console.print(table)
+        return
+    for row in rows:
+        head = Text(row[0], style="bold") + Text("  " + meta_sep.join(row[1:-1]), style="dim")
+        head.no_wrap, head.overflow = True, "ellipsis"
+        console.print(head)
+        for line in Text(row[-1]).wrap(console, max(console.width - 4, 20)):
+            line.rstrip()
+            console.print(Text("    ") + line, no_wrap=True, overflow="ellipsis")
 
 
 @app.command("rules")
@@ -16,8 +54,6 @@ def list_rules(
     format: Format = typer.Option(Format.text, "--format", "-f", help="Output format: text, json or markdown."),
 ) -> None:
     """List the rules: code, name, severity, fix safety, summary."""
-    from rich.table import Table
-
     from tracedoc.engine.rules import builtin_rules
 
     list_format(format, "rules")
@@ -48,12 +84,7 @@ def list_rules(
     if format is Format.markdown:
         sys.stdout.write(md_table(header, [[f"`{c}`" if j < 2 else c for j, c in enumerate(r)] for r in rows]))
         return
-    table = Table(show_edge=False)
-    for col in header:
-        table.add_column(col, no_wrap=col != "summary", overflow="fold" if col == "summary" else "ellipsis")
-    for row in rows:
-        table.add_row(*(escape(c) for c in row))
-    Console(highlight=False).print(table)
+    print_listing(Console(highlight=False), header, [[*r[:4], plain_rst(r[4])] for r in rows])
 
 
 @app.command("rule")
@@ -102,8 +133,6 @@ def list_signals(
     format: Format = typer.Option(Format.text, "--format", "-f", help="Output format: text, json or markdown."),
 ) -> None:
     """List the signals rules can use, with units and definitions."""
-    from rich.table import Table
-
     from tracedoc.signals import SIGNALS
 
     list_format(format, "signals")
@@ -119,11 +148,5 @@ def list_signals(
             md_table(["signal", "unit", "covers", "definition"], [[f"`{n}`", u, c, d] for n, u, c, d in rows])
         )
         return
-    table = Table(show_edge=False)
-    table.add_column("signal", no_wrap=True)
-    table.add_column("unit", no_wrap=True)
-    table.add_column("covers", no_wrap=True)
-    table.add_column("definition", overflow="fold")
-    for row in rows:
-        table.add_row(*(escape(x) for x in row))
-    Console(highlight=False).print(table)
+    text_rows = [[name, sig.unit, sig.scope, definition(sig.doc)] for name, sig in sorted(SIGNALS.items())]
+    print_listing(Console(highlight=False), ["signal", "unit", "covers", "definition"], text_rows)
