@@ -74,7 +74,7 @@ def test_html_report_loads_in_chromium_and_shows_the_findings(tmp_path, w0_trace
         timeout=300,
     )
     assert r.returncode == 1, r.stderr  # findings: exit 1 as for every format
-    assert r.stdout == "" and r.stderr == ""
+    assert r.stdout == "" and r.stderr == f"tracedoc: wrote the HTML report to {out}\n"  # one line: where
     page = out.read_text(encoding="utf-8")
     # self-contained: nothing is loaded from elsewhere
     assert not re.search(r"<(script|img|iframe)[^>]+src=", page, re.IGNORECASE)

@@ -1,12 +1,25 @@
 """Where ``tracedoc analyze`` writes its report: the chosen format, through the render
-registry (:mod:`tracedoc.render`), to a file or stdout."""
+registry (:mod:`tracedoc.render`), to a file or stdout.
+
+``--format html`` never pours a page into a terminal: with stdout a terminal and no ``-o``,
+the page goes to ``<trace name>.html`` in the current folder (``v100_resnet50_workers0.html``
+for ``v100_resnet50_workers0.pt.trace.json.gz``; a rank folder's name for its ranks), and one
+stderr line says where, as it does for ``-o``. Piped or redirected, stdout gets the page."""
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 from typing import Any, List, Optional
 
-from tracedoc.cli.common import Color, Format, make_console, open_output
+from rich.markup import escape
+
+from tracedoc.cli.common import Color, Format, err_console, make_console, open_output
+from tracedoc.errors import display_path
+
+#: The end of a trace file's name that its HTML report's name leaves out.
+_TRACE_SUFFIX = re.compile(r"(?:\.pt)?(?:\.trace)?(?:\.json)?(?:\.gz)?$", re.IGNORECASE)
 
 
 def skipped_codes(report: Any) -> List[str]:
@@ -55,5 +68,25 @@ def emit(
             out.write(render(report, "summary", width=con.width if con.is_terminal else None))
         return
     document = render(report, fmt, rules=rules)
+    note = ""
+    if fmt == "html" and output is None and getattr(sys.stdout, "isatty", lambda: False)():
+        output, note = html_path(report), " (stdout is a terminal; -o FILE writes it elsewhere)"
     with open_output(output) as (out, _):
         out.write(document)
+    if fmt == "html" and output is not None:
+        where = escape(display_path(output))
+        err_console.print(f"tracedoc: wrote the HTML report to {where}{note}", soft_wrap=True)
+
+
+def html_path(report: Any) -> Path:
+    """Where an HTML report goes when stdout is a terminal and no ``-o`` is given: a file in
+    the current folder named after the trace (its ``.pt.trace.json.gz`` left out) or the rank
+    folder, any character but letters, digits, ``.``, ``-`` and ``_`` as ``_``
+    (``tracedoc-report.html`` when nothing is left)."""
+    from tracedoc.render import kind_of
+
+    source = report.directory if kind_of(report) == "ranks" else report.trace["path"]
+    path = Path(str(source))
+    name = path.name or path.resolve().name  # "." is the current folder
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", _TRACE_SUFFIX.sub("", name)).lstrip(".")
+    return Path((stem if re.search(r"[A-Za-z0-9]", stem) else "tracedoc-report") + ".html")

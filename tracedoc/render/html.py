@@ -3,9 +3,15 @@
 The page holds the findings (message, evidence with its tables, fix), a stacked bar of
 the step-time breakdown for every step, the idle ledger (when the report has one),
 kernel time by category and the top kernels (when the report has kernels), and for a
-rank directory the step time of every rank. Plots are made with plotly (the ``html``
-extra: ``pip install 'tracedoc[html]'``) and plotly.js is embedded once in the page, so
-the file is about 5 MB and needs nothing else. Trace text (kernel names, paths, devices)
+rank directory the cross-rank summary (slowest rank, the straggler at the collectives with
+its lag per collective kind and per step, findings on most ranks versus one) and the step
+time of every rank. Plots are made with plotly (the ``html`` extra:
+``pip install 'tracedoc[html]'``). plotly.js is embedded once in the page, gzipped and in
+base64 (about 2 MB rather than 4.8 MB); the page unpacks it with the browser's own
+``DecompressionStream`` (Chrome 80, Firefox 113, Safari 16.4 and later) and then draws each
+chart from its figure JSON, so it needs nothing else and fetches nothing. Every chart takes
+its colours from one colour-blind-safe palette (:mod:`tracedoc.render.palette`), and kernel
+names shortened for an axis stay distinct (:func:`kernel_labels`), the full name in the hover. Trace text (kernel names, paths, devices)
 is escaped for where it goes (:mod:`tracedoc.render.escape`): :func:`~tracedoc.render.escape.html`
 in the page, :func:`~tracedoc.render.escape.plotly` in the charts' labels, legends and hover
 text (plotly draws its own ``<a href>``, ``<span style>`` and ``<br>`` tags).
@@ -17,10 +23,16 @@ the page is drawn from the document alone, never from the trace's frames.
 
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
+import os
+from collections import defaultdict
 from typing import Any
 
 from tracedoc.render.escape import html as _e
 from tracedoc.render.escape import plotly as _p
+from tracedoc.render.palette import colour, colours_for
 from tracedoc.render.report import (
     BREAKDOWN,
     ORDER_NOTE,
@@ -29,6 +41,7 @@ from tracedoc.render.report import (
     device_label,
     fmt_evidence,
     plural,
+    short_name,
     summary_line,
 )
 
@@ -122,8 +135,99 @@ def _plotly():
     return go, plotly.offline
 
 
+#: What every chart's toolbar shows (no plotly logo, no MathJax, resized with the window).
+PLOTLY_CONFIG = {"displaylogo": False, "responsive": True, "typesetMath": False}
+
+#: The page's one script that draws the charts: it unpacks plotly.js (gzip, base64) with the
+#: browser's DecompressionStream, runs it, and draws each ``div.plotly-graph-div`` from the JSON
+#: in the ``<script type="application/json">`` after it. No request leaves the page; a browser
+#: without DecompressionStream shows a line saying so where the charts would be.
+LOADER_JS = """(() => {
+  const ready = new Promise((done) => {
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", done);
+    else done();
+  });
+  const say = (text) => ready.then(() => {
+    for (const div of document.querySelectorAll("div.plotly-graph-div")) div.textContent = text;
+  });
+  if (typeof DecompressionStream !== "function") {
+    say("This browser cannot unpack the charts: it has no DecompressionStream " +
+        "(Chrome 80, Firefox 113, Safari 16.4 and later have it).");
+    return;
+  }
+  const packed = Uint8Array.from(atob(PLOTLYJS), (c) => c.charCodeAt(0));
+  const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("gzip"));
+  new Response(stream).text().then((code) => {
+    const script = document.createElement("script");
+    script.textContent = code;
+    document.head.appendChild(script);
+    return ready;
+  }).then(async () => {
+    for (const div of document.querySelectorAll("div.plotly-graph-div")) {
+      const fig = JSON.parse(document.getElementById(div.id + "-figure").textContent);
+      await Plotly.newPlot(div, fig.data, fig.layout, CONFIG);
+    }
+  }).catch((err) => {
+    console.error(err);
+    say("The charts could not be drawn: " + err);
+  });
+})();"""
+
+
+@functools.lru_cache(maxsize=1)
+def packed_plotlyjs() -> str:
+    """The plotly.js that plotly ships, gzipped (level 9, no timestamp: the same text every
+    time) and in base64: what the page embeds (about 2 MB for 4.8 MB of JavaScript)."""
+    _, offline = _plotly()
+    return base64.b64encode(gzip.compress(offline.get_plotlyjs().encode("utf-8"), 9, mtime=0)).decode("ascii")
+
+
+def _unique(labels: list[str]) -> list[str]:
+    """``labels`` with a repeated one numbered (``name``, ``name #2``), so no two bars of a
+    category axis fall on one category (plotly would stack them into one bar)."""
+    seen: dict[str, int] = {}
+    out = []
+    taken = set(labels)
+    for label in labels:
+        n = seen.get(label, 0) + 1
+        seen[label] = n
+        new = label if n == 1 else f"{label} #{n}"
+        while n > 1 and new in taken:  # a trace may name a kernel "x #2" itself
+            n += 1
+            new = f"{label} #{n}"
+        taken.add(new)
+        out.append(new)
+    return out
+
+
+def kernel_labels(names: list[str], limit: int = 48) -> list[str]:
+    """Short, distinct axis labels for kernel names: :func:`~tracedoc.render.report.short_name`
+    (no ``void``, template and parameter lists as ``<…>``/``(…)``); names that shorten to
+    the same label get the part where they first differ in brackets
+    (``at::native::vectorized_elementwise_kernel<…>(…) [AddFunctor<float>, at::detai…]``), and
+    any label still repeated a number (``#2``). The full name goes in the hover text."""
+    labels = [short_name(n, limit) for n in names]
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, label in enumerate(labels):
+        groups[label].append(i)
+    for label, idx in groups.items():
+        if len(idx) < 2:
+            continue
+        raw = [names[i].removeprefix("void ") for i in idx]
+        if len(set(raw)) < 2:  # the same name: numbered below
+            continue
+        p = len(os.path.commonprefix(raw))
+        for i, r in zip(idx, raw, strict=True):
+            cuts = [r.rfind(sep, 0, p) + len(sep) for sep in (", ", "<", "(", "::", " ") if r.rfind(sep, 0, p) >= 0]
+            start = max(cuts, default=0)
+            part = r[start:] if p - start <= 12 else "…" + r[p - 12 :]  # where they differ, in view
+            labels[i] = f"{label} [{part if len(part) <= 28 else part[:27] + '…'}]"
+    return _unique(labels)
+
+
 def step_breakdown_figure(report: Any) -> Any:
-    """A plotly Figure: the step-time breakdown of every step, stacked (ms per category).
+    """A plotly Figure: the step-time breakdown of every step, stacked (ms per category), in
+    the report's palette (:mod:`tracedoc.render.palette`).
 
     Raises:
         tracedoc.errors.TracedocError: plotly is not installed.
@@ -131,12 +235,63 @@ def step_breakdown_figure(report: Any) -> Any:
     go, _ = _plotly()
     fig = go.Figure()
     steps = [str(r.get("step")) for r in report.steps]
+    cols = colours_for(key.removesuffix("_share") for key, *_ in BREAKDOWN)
     for key, label, _, _ in BREAKDOWN:
         col = key.replace("_share", "_ms")
-        fig.add_bar(name=label, x=steps, y=[r.get(col, 0.0) for r in report.steps])
+        fig.add_bar(
+            name=label,
+            x=steps,
+            y=[r.get(col, 0.0) for r in report.steps],
+            marker_color=cols[key.removesuffix("_share")],
+        )
     fig.update_layout(barmode="stack", xaxis_title="step", yaxis_title="ms", title="Step-time breakdown")
     fig.update_xaxes(type="category")
     return fig
+
+
+def _ledger_figure(go: Any, ledger: dict[str, dict[str, float]]) -> Any:
+    """The idle ledger, stacked per device; causes that are zero on every device left out."""
+    devices = list(ledger)
+    causes: list[str] = []
+    for d in devices:
+        causes += [c for c in ledger[d] if c not in causes and any(ledger[x].get(c) for x in devices)]
+    cols = colours_for(causes)
+    fig = go.Figure()
+    for c in causes:
+        fig.add_bar(
+            name=_p(c.replace("_", " ")),
+            x=[_p(d) for d in devices],
+            y=[ledger[d].get(c, 0.0) for d in devices],
+            marker_color=cols[c],
+        )
+    fig.update_layout(barmode="stack", yaxis_title="ms per step", title="Idle ledger")
+    return fig
+
+
+def _kernel_figures(go: Any, kc: dict[str, Any]) -> tuple[Any, Any]:
+    """Kernel time by category, and the top kernels coloured by their category (one legend
+    entry each); each kernel on its own label, its full name in the hover."""
+    cats = {r["category"]: r["ms_per_step"] for r in kc["by_category"]}
+    top = kc["top"]
+    cols = colours_for([*cats, *(t.get("category", "other compute") for t in top)])
+    fig = go.Figure(go.Bar(x=[_p(c) for c in cats], y=list(cats.values()), marker_color=[cols[c] for c in cats]))
+    fig.update_layout(yaxis_title="ms per step", title="Kernel time by category")
+    labels = [_p(lab) for lab in kernel_labels([t["kernel"] for t in top])]
+    bars = go.Figure()
+    for cat in dict.fromkeys(t.get("category", "other compute") for t in top):
+        rows = [(lab, t) for lab, t in zip(labels, top, strict=True) if t.get("category", "other compute") == cat]
+        bars.add_bar(
+            name=_p(cat),
+            y=[lab for lab, _ in rows],
+            x=[t["ms_per_step"] for _, t in rows],
+            orientation="h",
+            hovertext=[_p(t["kernel"]) for _, t in rows],
+            hovertemplate="%{hovertext}<br>%{x:.2f} ms per step<extra>%{fullData.name}</extra>",
+            marker_color=cols[cat],
+        )
+    bars.update_layout(xaxis_title="ms per step", title="Top kernels", height=120 + 30 * len(top), barmode="stack")
+    bars.update_yaxes(categoryorder="array", categoryarray=labels[::-1], automargin=True)
+    return fig, bars
 
 
 class HtmlRenderer:
@@ -151,22 +306,29 @@ class HtmlRenderer:
         return _plotly()
 
     def _fig_html(self, fig: Any, div_id: str) -> str:
-        fig.update_layout(margin={"l": 60, "r": 20, "t": 40, "b": 40}, height=360, template="plotly_white")
-        return fig.to_html(
-            full_html=False,
-            include_plotlyjs=False,
-            div_id=div_id,
-            config={"displaylogo": False, "responsive": True, "typesetMath": False},
+        """A chart: its ``div`` and its figure JSON, which the page's loader draws."""
+        import plotly.io
+
+        fig.update_layout(margin={"l": 60, "r": 20, "t": 40, "b": 40}, template="plotly_white")
+        height = fig.layout.height or 360
+        fig.update_layout(height=height)
+        # "<" as \u003c: no "</script>" or "<!--" can end or bend the script, whatever a name holds
+        data = plotly.io.to_json(fig, validate=False).replace("<", "\\u003c")
+        return (
+            f'<div id="{_e(div_id)}" class="plotly-graph-div" style="height:{height}px; width:100%;"></div>\n'
+            f'<script type="application/json" id="{_e(div_id)}-figure">{data}</script>'
         )
 
     def _page(self, title: str, body: list[str]) -> str:
-        _, offline = self._plotly()
+        import json
+
+        loader = LOADER_JS.replace("CONFIG", json.dumps(PLOTLY_CONFIG)).replace(
+            "PLOTLYJS", '"' + packed_plotlyjs() + '"'
+        )
         return (
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(title)}</title>'
-            f"<style>{CSS}</style><script>{offline.get_plotlyjs()}</script></head>\n<body>\n"
-            + "\n".join(body)
-            + "\n</body></html>\n"
+            f"<style>{CSS}</style><script>{loader}</script></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
         )
 
     def _charts(self, report: Any) -> list[str]:
@@ -177,32 +339,12 @@ class HtmlRenderer:
             out += ["<h2>Step-time breakdown, every step</h2>", self._fig_html(fig, "step-breakdown")]
         ledger = getattr(report, "idle_ledger", None)
         if ledger:
-            fig = go.Figure()
-            devices = list(ledger)
-            causes: list[str] = []
-            for d in devices:
-                causes += [c for c in ledger[d] if c not in causes]
-            for c in causes:
-                fig.add_bar(name=_p(c), x=[_p(d) for d in devices], y=[ledger[d].get(c, 0.0) for d in devices])
-            fig.update_layout(barmode="stack", yaxis_title="ms per step", title="Idle ledger")
-            out += ["<h2>Idle ledger</h2>", self._fig_html(fig, "idle-ledger")]
+            out += ["<h2>Idle ledger</h2>", self._fig_html(_ledger_figure(go, ledger), "idle-ledger")]
         kc = getattr(report, "kernels", None)
         if kc:
-            cats = {r["category"]: r["ms_per_step"] for r in kc["by_category"]}
-            top = kc["top"]
-            fig = go.Figure(go.Bar(x=[_p(c) for c in cats], y=list(cats.values())))
-            fig.update_layout(yaxis_title="ms per step", title="Kernel time by category")
-            out += ["<h2>Kernel time by category</h2>", self._fig_html(fig, "kernel-categories")]
-            fig = go.Figure(
-                go.Bar(
-                    y=[_p(t["kernel"][:60]) for t in top][::-1],
-                    x=[t["ms_per_step"] for t in top][::-1],
-                    orientation="h",
-                    hovertext=[_p(t["kernel"]) for t in top][::-1],
-                )
-            )
-            fig.update_layout(xaxis_title="ms per step", title="Top kernels", height=420)
-            out += ["<h2>Top kernels</h2>", self._fig_html(fig, "top-kernels"), _table(top)]
+            cats, top = _kernel_figures(go, kc)
+            out += ["<h2>Kernel time by category</h2>", self._fig_html(cats, "kernel-categories")]
+            out += ["<h2>Top kernels</h2>", self._fig_html(top, "top-kernels"), _table(kc["top"])]
         return out
 
     def render(self, report: Any) -> str:
@@ -232,19 +374,18 @@ class HtmlRenderer:
         return self._page(f"tracedoc: {t['path']}", body)
 
     def render_ranks(self, mr: Any) -> str:
-        """The page of the ranks of one job: step time per rank, then each rank's findings."""
-        go, _ = self._plotly()
+        """The page of the ranks of one job: the cross-rank summary (slowest rank, the
+        straggler at the collectives, findings by how many ranks have them), step time per
+        rank, then each rank's findings."""
         ok = [r for r in mr.ranks if r.report]
+        charts = self._rank_charts(mr)  # step time per rank; the wait caused at the collectives
         body = [
             f"<h1>tracedoc rank report: <code>{_e(mr.directory)}</code></h1>",
-            f'<p class="summary" id="summary">{_e(plural(len(mr.ranks), "trace"))}, '
-            f"{_e(plural(sum(len(r.report.findings) for r in ok), 'finding'))} in all</p>",
+            f'<p class="summary" id="summary">{_e(ranks_headline(mr))}</p>',
+            *cross_rank_parts(mr),
+            *charts[2:],
+            *charts[:2],
         ]
-        fig = go.Figure(
-            go.Bar(x=[_p(r.label) for r in ok], y=[r.report.signals.get("step_time_ms") for r in ok], name="step time")
-        )
-        fig.update_layout(yaxis_title="ms", title="Step time per rank")
-        body += ["<h2>Step time per rank</h2>", self._fig_html(fig, "rank-step-time")]
         rows = [
             {
                 "rank": r.label,
@@ -255,7 +396,165 @@ class HtmlRenderer:
             for r in mr.ranks
         ]
         body.append(_table(rows))
+        body += _left_out_parts(mr)
         for r in ok:
             body.append(f"<h2>{_e(r.label)}: <code>{_e(r.path)}</code></h2>")
             body += findings_parts(r.report)[1:]
         return self._page(f"tracedoc: {mr.directory}", body)
+
+    def _rank_charts(self, mr: Any) -> list[str]:
+        """Step time per rank (the slowest rank in the palette's ``slowest`` colour) and, when
+        the collectives name a straggler, the wait each rank caused at them."""
+        go, _ = self._plotly()
+        ok = [r for r in mr.ranks if r.report]
+        s = mr.summary or {}
+        labels = [_p(x) for x in _unique([r.label for r in ok])]
+        slow = s.get("slowest_step_time_ms") if s.get("slowest_lag_ms") else None  # none: all alike
+        times = [r.report.signals.get("step_time_ms") for r in ok]
+        fig = go.Figure(
+            go.Bar(
+                x=labels,
+                y=times,
+                name="step time",
+                marker_color=[colour("slowest" if _is(t, slow) else "rank") for t in times],
+            )
+        )
+        fig.update_layout(yaxis_title="ms", title="Step time per rank")
+        fig.update_xaxes(type="category")
+        out = ["<h2>Step time per rank</h2>", self._fig_html(fig, "rank-step-time")]
+        c = s.get("collectives")
+        if c and c.get("straggler") is not None:
+            waits = c["caused_wait_ms"]
+            names = list(waits)
+            fig = go.Figure(
+                go.Bar(
+                    x=[_p(x) for x in _unique(names)],
+                    y=list(waits.values()),
+                    name="wait caused",
+                    marker_color=[colour("slowest" if n == c["straggler"] else "rank") for n in names],
+                )
+            )
+            fig.update_layout(yaxis_title="ms the others waited", title="Wait caused at the collectives, per rank")
+            fig.update_xaxes(type="category")
+            out += ["<h2>Wait caused at the collectives</h2>", self._fig_html(fig, "rank-collective-wait")]
+        return out
+
+
+def _is(value: Any, slowest: Any) -> bool:
+    """A rank's step time is the slowest one (as the summary rounds it: ties all count)."""
+    return isinstance(value, (int, float)) and slowest is not None and round(value, 3) == slowest
+
+
+def ranks_headline(mr: Any) -> str:
+    """The rank page's summary line: traces and findings, the slowest rank and how far it
+    lags the median, the straggler at the collectives."""
+    s = mr.summary or {}
+    ok = [r for r in mr.ranks if r.report]
+    line = f"{plural(len(mr.ranks), 'trace')}, {plural(sum(len(r.report.findings) for r in ok), 'finding')} in all"
+    if s.get("slowest_rank") is not None and s.get("slowest_lag_pct") is not None and s.get("slowest_lag_ms"):
+        line += (
+            f"; slowest: {s['slowest_rank']} at {s['slowest_step_time_ms']:.2f} ms, "
+            f"{s['slowest_lag_ms']:.2f} ms ({s['slowest_lag_pct']:.1f}%) behind the median"
+        )
+    elif s.get("slowest_rank") is not None:
+        line += f"; step time alike on every rank ({s['slowest_step_time_ms']:.2f} ms)"
+    c = s.get("collectives")
+    if c and c.get("straggler") is not None:
+        line += f"; straggler at the collectives: {c['straggler']}"
+    return line
+
+
+#: The cross-rank finding groups, as the terminal report names them.
+SCOPES = (
+    ("most", "Findings on most ranks (the job)"),
+    ("some", "Findings on some ranks"),
+    ("one", "Findings on one rank only (a straggler?)"),
+)
+
+
+def cross_rank_parts(mr: Any) -> list[str]:
+    """HTML fragments of the cross-rank summary, what the terminal, JSON and Markdown reports
+    of a rank folder say (:mod:`tracedoc.render.ranks`): the median and slowest step time,
+    findings by how many ranks have them, the collectives (straggler, lag per collective kind,
+    per step, the worst ones), exposed communication, and what was left out."""
+    s = mr.summary or {}
+    if s.get("slowest_rank") is None:
+        slow = "no rank has a step time"
+    elif s.get("slowest_lag_pct") is None:
+        slow = f"slowest: {s['slowest_rank']} at {s['slowest_step_time_ms']:.2f} ms"
+    else:
+        slow = (
+            f"median step time {s['median_step_time_ms']:.2f} ms; slowest: {s['slowest_rank']} at "
+            f"{s['slowest_step_time_ms']:.2f} ms, {s['slowest_lag_ms']:.2f} ms ({s['slowest_lag_pct']:.1f}%) "
+            "behind the median"
+        )
+    out = ['<h2 id="cross-rank">Cross-rank summary</h2>', f'<p id="slowest">{_e(slow)}</p>']
+    n = s.get("n_ranks", len(mr.ranks))
+    for scope, title in SCOPES:
+        rows = [
+            {"code": f["code"], "name": f["name"], "severity": f["severity"], "on": f"{f['n_ranks']}/{n}"}
+            | {"ranks": ", ".join(f["ranks"])}
+            for f in s.get("findings", [])
+            if f["scope"] == scope
+        ]
+        if rows:
+            out += [f'<h3 id="findings-{scope}">{_e(title)}</h3>', _table(rows)]
+    if not s.get("findings"):
+        out.append("<p>No findings on any rank.</p>")
+    out += _collective_parts(s.get("collectives"))
+    exposed = s.get("exposed_comm_ms")
+    if exposed and any(v is not None for v in exposed.values()):
+        text = ", ".join(f"{k} {'n/a' if v is None else f'{v:.2f}'} ms" for k, v in exposed.items())
+        out.append(f"<p>Exposed communication per step: {_e(text)}</p>")
+    return out
+
+
+def _collective_parts(c: dict[str, Any] | None) -> list[str]:
+    """The collectives matched across ranks: who the others waited for, per kind, per step."""
+    if not c:
+        return []
+    matched = f"{c['n_matched']:,} matched across {plural(c['n_ranks'], 'rank')}, from {c['source']}"
+    out = [
+        '<h3 id="collectives">Collectives</h3>',
+        f"<p>{_e(matched)}.</p>",
+    ]
+    if c["straggler"] is None:
+        return [*out, "<p>No straggler: the matched collectives took equally long on every rank.</p>"]
+    per_step = c.get("straggler_lag_ms_per_step")
+    out.append(
+        f'<p id="straggler">Straggler: <b>{_e(c["straggler"])}</b> (arrived last in '
+        f"{c['straggler_last_share']:.0%} of them); the others waited {c['straggler_lag_ms_total']:.2f} ms for it"
+        + (f", {per_step:.2f} ms per step (median)" if per_step is not None else "")
+        + ".</p>"
+    )
+    kinds = [
+        {"collective": k["kind"], "count": k["count"], "last mostly": k["straggler"] or "-"}
+        | {"lag ms in all": k["lag_ms_total"], "median lag ms": k["lag_ms_median"]}
+        for k in c["kinds"]
+    ]
+    out += ['<p class="meta">lag per collective kind</p>', _table(kinds)]
+    steps = [
+        {"step": st["step"], "last": st["straggler"], "lag ms": st["lag_ms"]}
+        for st in c["per_step"]
+        if st["step"] is not None and st["straggler"]
+    ]
+    if steps:
+        out += ['<p class="meta">per step: the rank the others waited for</p>', _table(steps)]
+    worst = [
+        {"collective": w["kind"], "#": w["index"], "step": w["step"], "late": w["straggler"], "lag ms": w["lag_ms"]}
+        for w in c["worst"]
+    ]
+    if worst:
+        out += ['<p class="meta">the collectives waited on longest</p>', _table(worst)]
+    return out
+
+
+def _left_out_parts(mr: Any) -> list[str]:
+    """The traces that failed, the entries skipped, symlinks followed, notes."""
+    items = [f"failed: {r.error or r.path}" for r in mr.failed]
+    items += [f"skipped: {p} ({why})" for p, why in mr.skipped]
+    items += [f"followed symlink outside the folder: {p}" for p in mr.followed]
+    items += [f"note: {n}" for n in mr.notes]
+    if not items:
+        return []
+    return ['<h3 id="left-out">Left out</h3><ul class="skipped">', *(f"<li>{_e(i)}</li>" for i in items), "</ul>"]
