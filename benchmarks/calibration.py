@@ -24,6 +24,20 @@ measured per trial against the incumbent's A/B rounds, fresh processes without t
 ``(predicted - measured) / measured``; a range meets the measured value when it lies in the range
 widened by 25% at each end (``tracedoc.diff.RANGE_WIDENING``). The target (issue "A model of
 the step"): every pair within 25% of the median-step change.
+
+The fix-loop trial 1 of the H100 session (``fixtures/gpu_runs/h100_fixloop``: ``num_workers``
+0 -> 1 from the ResNet-18 baseline, reverted) is a fix-loop pair of the same kind, printed as a
+second table of the same format (:func:`gpu_fixloop_pairs`).
+
+A third table holds the H100 ResNet-18 walkthrough (``fixtures/h100_resnet18_*``, provenance in
+``fixtures/PROVENANCE.md``): each change against the trace before it. *Predicted* is the before
+trace's finding whose fix is that change (:data:`WALKTHROUGH`); a change no finding advises is a
+*miss*, shown as such. *Measured* twice: the change of the median profiled step (the traces'
+complete steps) and of the median timed step (``result.json``: three repeats of 20 steps,
+profiler off), both per sample where the batch size changes
+(:func:`tracedoc.fixloop.summary.predicted_vs_measured`: ``before - after * batch_before /
+batch_after``); against the timed change the prediction is rescaled by the before run's timed /
+profiled median step, as the fix-loop does (``predicted_saving_timed_ms``).
 """
 
 from __future__ import annotations
@@ -39,8 +53,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tracedoc import analyze  # noqa: E402
-from tracedoc.diff import RANGE_WIDENING, predicted_vs_measured  # noqa: E402
+from tracedoc.diff import RANGE_WIDENING, complete_step_times, predicted_vs_measured  # noqa: E402
 from tracedoc.fixloop.summary import PROFILED_STEP_FACTOR  # noqa: E402
+from tracedoc.fixloop.summary import predicted_vs_measured as timed_vs_predicted  # noqa: E402
 
 #: The tolerance of the issue's target: |error| on the median-step change.
 TARGET = 0.25
@@ -70,6 +85,25 @@ def pairs() -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def gpu_fixloop_pairs() -> list[dict[str, Any]]:
+    """The H100 session's fix-loop pair (``fixtures/gpu_runs/h100_fixloop``): trial 1,
+    ``num_workers`` 0 -> 1 from the ResNet-18 baseline, reverted at 0.85x. Trial 2 (compile) is
+    left out: its profiled process and its A/B processes disagree 4x on the compiled step
+    (docs/gpu-walkthrough.md), and trial 3 was interrupted before a decision. Printed as its
+    own table in :func:`markdown`'s format, so the README's table (the pairs above) stays
+    what it is."""
+    fl = ROOT / "fixtures" / "gpu_runs" / "h100_fixloop"
+    return [
+        {
+            "name": "h100_resnet18 fix-loop trial 1",
+            "before": fl / "trial-00" / "trace.pt.trace.json.gz",
+            "after": fl / "trial-01" / "trace.pt.trace.json.gz",
+            "code": None,
+            "summary": fl / "summary.json",
+        }
+    ]
 
 
 def _trial(summary: dict[str, Any]) -> dict[str, Any]:
@@ -133,6 +167,122 @@ def measure(pair: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: The H100 walkthrough's changes in order (benchmarks/gpu_walkthrough.py) and the rule whose fix
+#: each one is (None: no rule advises it). amp: TD301 no-tensor-core-use; channels_last: no rule
+#: names the knob (tracedoc/fixloop/knobs.py has it, no rule's fix does).
+WALKTHROUGH: tuple[tuple[str, str | None], ...] = (
+    ("baseline", None),
+    ("workers", "TD101"),
+    ("pinned", "TD102"),
+    ("amp", "TD301"),
+    ("batch", "TD201"),
+    ("uint8", "TD103"),
+    ("channels_last", None),
+    ("compile", "TD201"),
+)
+WALK_RUNS = ROOT / "fixtures" / "gpu_runs" / "h100_walkthrough"
+
+
+def _walk_run(index: int, change: str) -> tuple[Path, dict[str, Any]]:
+    """(trace path, result.json) of one walkthrough run."""
+    res = json.loads((WALK_RUNS / f"{index:02d}_{change}" / "result.json").read_text())
+    return ROOT / "fixtures" / f"h100_resnet18_{change}.pt.trace.json.gz", res
+
+
+def measure_walkthrough() -> list[dict[str, Any]]:
+    """Each walkthrough change against the run before it (module docstring). Times in ms per step
+    of the before run (per its batch's worth of samples); ``status`` is ``predicted`` (the rule
+    fired, ranked), ``also true`` (it held but another finding took its time: predicted 0) or
+    ``miss`` (no finding advised the change)."""
+    reports: dict[str, Any] = {}
+    out = []
+    for i in range(1, len(WALKTHROUGH)):
+        (prev, _), (change, code) = WALKTHROUGH[i - 1], WALKTHROUGH[i]
+        pb, rb = _walk_run(i - 1, prev)
+        pa, ra = _walk_run(i, change)
+        for name, path in ((prev, pb), (change, pa)):
+            if name not in reports:
+                reports[name] = analyze(path)
+        before, after = reports[prev], reports[change]
+        f = next((x for x in before.findings if x.code == code), None) if code else None
+        held = code is not None and any(a.code == code for a in before.also_true)
+        pred = f.estimated_saving_ms if f is not None else (0.0 if held else None)
+        prof_b, prof_a = statistics.median(complete_step_times(before)), statistics.median(complete_step_times(after))
+        timed_b, timed_a = statistics.median(rb["step_time_ms"]), statistics.median(ra["step_time_ms"])
+        bb, ba = rb["batch_size"], ra["batch_size"]
+        prof = timed_vs_predicted(pred, prof_b, bb, prof_a, ba)
+        timed = timed_vs_predicted(pred, timed_b, bb, timed_a, ba, incumbent_profiled_step_ms=prof_b)
+        out.append(
+            {
+                "pair": f"{prev} -> {change}",
+                "fix": code,
+                "change": change,
+                "status": "predicted" if f is not None else ("also true" if held else "miss"),
+                "model": _model(before, f) if f is not None else "-",
+                "predicted_ms": pred,
+                "predicted_low_ms": f.replayed_low_ms if f is not None else None,
+                "slice_ms": f.slice_saving_ms if f is not None and f.replayed_saving_ms is not None else None,
+                "per_sample": bb != ba,
+                "profiled_step_ms": [prof_b, prof_a],
+                "timed_step_ms": [timed_b, timed_a],
+                "measured_profiled_ms": prof["measured_saving_ms"],
+                "error_profiled": prof["error"],
+                "predicted_timed_ms": timed["predicted_saving_timed_ms"],
+                "measured_timed_ms": timed["measured_saving_ms"],
+                "error_timed": timed["error"],
+                "samples_per_s": [statistics.median(rb["samples_per_s"]), statistics.median(ra["samples_per_s"])],
+            }
+        )
+    return out
+
+
+def markdown_walkthrough(rows: list[dict[str, Any]]) -> str:
+    """The walkthrough's table (module docstring)."""
+    lines = [
+        "| change | fix | status | predicted (range; slice) | profiled median step, before -> after: measured (error) "
+        "| timed median step, before -> after: predicted / measured (error) | samples/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        pred = _f(r["predicted_ms"])
+        extra = []
+        low = r["predicted_low_ms"]
+        if low is not None and r["predicted_ms"] is not None and low < r["predicted_ms"]:
+            extra.append(f"{_f(low)}-{pred}")
+        if r["slice_ms"] is not None:
+            extra.append(f"slice {_f(r['slice_ms'])}")
+        if extra:
+            pred += f" ({'; '.join(extra)})"
+        unit = " (per 32 samples)" if r["per_sample"] else ""
+        pb, pa = r["profiled_step_ms"]
+        tb, ta = r["timed_step_ms"]
+        sb, sa = r["samples_per_s"]
+        lines.append(
+            f"| {r['pair']} | {r['fix'] or '-'} | {r['status']} | {pred} | {pb:.1f} -> {pa:.1f}: "
+            f"{_f(r['measured_profiled_ms'])}{unit} ({_f(r['error_profiled'], '+.0%')}) | {tb:.1f} -> {ta:.1f}: "
+            f"{_f(r['predicted_timed_ms'])} / {_f(r['measured_timed_ms'])}{unit} ({_f(r['error_timed'], '+.0%')}) "
+            f"| {sb:.0f} -> {sa:.0f} |"
+        )
+    n = len(rows)
+    predicted = [r for r in rows if r["status"] == "predicted"]
+    held_p = sum(r["error_profiled"] is not None and abs(r["error_profiled"]) <= TARGET for r in predicted)
+    held_t = sum(r["error_timed"] is not None and abs(r["error_timed"]) <= TARGET for r in predicted)
+    misses = ", ".join(r["change"] for r in rows if r["status"] != "predicted") or "none"
+    lines.append("")
+    lines.append(
+        f"{len(predicted)} of {n} changes predicted by a finding of the trace before (not predicted: {misses}); "
+        f"of those, {held_p} within {TARGET:.0%} of the profiled median-step change and {held_t} of the timed one."
+    )
+    for r in rows:
+        pb, tb = r["profiled_step_ms"][0], r["timed_step_ms"][0]
+        if not 1 / PROFILED_STEP_FACTOR <= pb / tb <= PROFILED_STEP_FACTOR:
+            lines.append(
+                f"Not representative: {r['pair']}, whose before trace's median step took {pb / tb:.2f}x its timed "
+                f"median step (beyond the fix-loop's {PROFILED_STEP_FACTOR}x warning)."
+            )
+    return "\n".join(lines)
+
+
 def _f(v: float | None, fmt: str = ".1f") -> str:
     return "n/a" if v is None else format(v, fmt)
 
@@ -187,7 +337,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="every figure as JSON")
     args = ap.parse_args(argv)
     results = [measure(p) for p in pairs()]
-    print(json.dumps(results, indent=1) if args.json else markdown(results))
+    gpu_fl = [measure(p) for p in gpu_fixloop_pairs()]
+    walk = measure_walkthrough()
+    if args.json:
+        print(json.dumps({"pairs": results, "h100_fixloop": gpu_fl, "walkthrough": walk}, indent=1))
+    else:
+        print(markdown(results))
+        print()
+        print("H100 fix-loop (fixtures/gpu_runs/h100_fixloop), trial 1:")
+        print()
+        print(markdown(gpu_fl))
+        print()
+        print("H100 ResNet-18 walkthrough, each change against the run before it:")
+        print()
+        print(markdown_walkthrough(walk))
     return 0
 
 

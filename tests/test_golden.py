@@ -19,6 +19,7 @@ import pytest
 from conftest import real_trace
 
 import tracedoc
+from tracedoc.signals.attribution import is_tensor_core_kernel
 from tracedoc.signals.ledger import LEDGER_KEYS
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "golden_figures.json").read_text())["traces"]
@@ -32,6 +33,17 @@ def report(name: str):
 
 def names(name: str) -> list[str]:
     return [f.name for f in report(name).findings]
+
+
+@cache
+def driver_calls_ms(name: str) -> float:
+    """Summed duration (ms) of the trace's ``cuda_driver`` calls (stdlib read of the JSON)."""
+    import gzip
+
+    with gzip.open(real_trace(name), "rt") as f:
+        doc = json.load(f)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    return sum(e.get("dur", 0) for e in events if e.get("cat") == "cuda_driver" and e.get("ph") == "X") / 1000.0
 
 
 # ---- the diagnoses the product promises ------------------------------------------------
@@ -160,6 +172,11 @@ def test_hta_compute_share_on_gpu_bound_trace():
 # ---- figures against the independent re-derivation ---------------------------------------
 
 
+#: traces whose kernels outside the complete windows move the Tensor Core share by more than 1e-3
+#: (kernels outside / all: batch 64 / 1,852, uint8 57 / 1,857, channels_last 9 / 1,515)
+KERNELS_BEFORE_FIRST_WINDOW = {f"h100_resnet18_{c}.pt.trace.json.gz" for c in ("batch", "uint8", "channels_last")}
+
+
 @pytest.mark.parametrize("name", TRACES)
 def test_independent_figures(name):
     g = GOLDEN[name]
@@ -175,9 +192,17 @@ def test_independent_figures(name):
         assert s["kernel_share"] + comm_kernels == pytest.approx(b["kernel"], abs=1e-4), "kernel"
         for cat in ("memcpy", "memset"):
             assert s[f"{cat}_share"] == pytest.approx(b[cat], abs=1e-4), cat
-        if b["communication"] == 0:  # tracedoc has no communication category yet
+        if b["communication"] == 0 and not driver_calls_ms(name):  # tracedoc has no communication category yet
             for cat in ("runtime", "cpu_exec", "other"):
                 assert s[f"{cat}_share"] == pytest.approx(b[cat], abs=1e-4), cat
+        elif b["communication"] == 0:
+            # tracedoc counts `cuda_driver` calls (cuLaunchKernel, torch 2.11 traces) as runtime; the
+            # derivation's runtime is `Runtime`/`cuda_runtime` only (README), so their time is
+            # cpu_exec or other there. The three together agree; runtime differs by at most them.
+            trio = sum(s[f"{c}_share"] for c in ("runtime", "cpu_exec", "other"))
+            assert trio == pytest.approx(sum(b[c] for c in ("runtime", "cpu_exec", "other")), abs=1e-4)
+            extra = s["runtime_share"] - b["runtime"]
+            assert -1e-4 <= extra <= driver_calls_ms(name) / (s["step_time_ms"] * s["step_count"]) + 1e-4
         if s["dataloader_share"] is not None:
             assert s["dataloader_share"] == pytest.approx(g["dataloader_share"], abs=1e-4)
         if g["kernels"]["count"]:
@@ -194,7 +219,15 @@ def test_independent_figures(name):
         # derive_golden.py's Tensor Core names are NVIDIA's; AMD matrix-core shares are checked
         # against tests/golden/derive_diagnoses.py in test_diagnoses.py
         if not name.startswith("mi"):
-            assert s["tensor_core_kernel_share"] == pytest.approx(k["tensor_core_time_share"], abs=1e-3)
+            # the derivation's share is over every kernel of the trace, tracedoc's signal over the
+            # complete windows' kernels: compare tracedoc's classifier on the same kernels, then the
+            # signal, which differs where kernels queued before the first window (h100_resnet18_batch:
+            # 64 of 1,852 kernels; its signal 0.1659 against 0.1601 over the whole trace)
+            kf = tracedoc.load(real_trace(name)).kernels
+            tc = kf["name"].map(is_tensor_core_kernel).to_numpy(dtype=bool)
+            assert kf["dur_us"][tc].sum() / kf["dur_us"].sum() == pytest.approx(k["tensor_core_time_share"], abs=1e-4)
+            if name not in KERNELS_BEFORE_FIRST_WINDOW:
+                assert s["tensor_core_kernel_share"] == pytest.approx(k["tensor_core_time_share"], abs=1e-3)
         # derive_golden.py counts a kernel when ANY enclosing op's name contains conv/matmul/
         # linear/addmm/bmm/mm, autograd wrappers included ("evaluate_function: AddmmBackward0"
         # also encloses the bias-gradient reduction); tracedoc's eligible ops are a subset of
@@ -230,7 +263,12 @@ def test_ledger_adds_up_and_savings_never_exceed_the_step(name):
         primary = next(iter(r.idle_ledger.values()))
         assert sum(primary.values()) == pytest.approx(r.signals["gpu_idle_ms"], abs=1e-3)
         assert r.signals["gpu_busy_ms"] + r.signals["gpu_idle_ms"] == pytest.approx(step, rel=1e-6)
-    assert sum(f.estimated_saving_ms or 0 for f in r.findings) <= step
+    # granted slices add up to at most the step; a replay is one fix's own saving (may overlap another's)
+    assert (
+        sum((f.slice_saving_ms if f.replayed_saving_ms is not None else f.estimated_saving_ms) or 0 for f in r.findings)
+        <= step
+    )
+    assert all((f.estimated_saving_ms or 0) <= step for f in r.findings)
 
 
 def saving(name: str, rule: str) -> float:

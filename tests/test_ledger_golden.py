@@ -66,7 +66,7 @@ def test_every_gpu_fixture_has_figures():
     """The golden file covers every fixture with GPU activity, and only those."""
     gpu = [n for n in ALL_FIXTURES if analysed(n)[0].has_gpu_activity]
     assert sorted(LEDGER) == gpu
-    assert len(gpu) == 12
+    assert len(gpu) == 20  # 12 from other projects + the 8 H100 walkthrough recordings
 
 
 @pytest.mark.parametrize("name", sorted(LEDGER))
@@ -143,8 +143,18 @@ def test_findings_savings_add_up_to_at_most_the_step(name):
     _, report, _ = analysed(name)
     step_ms = report.signals.get("step_time_ms")
     assert step_ms is not None and step_ms > 0
-    total = sum(f.estimated_saving_ms or 0.0 for f in report.findings)
+    # The granted slices are what add up (engine/claims.py); a replayed finding's estimate is its
+    # own replay, which may share time with another fix's (h100_resnet18_workers: the replays add up
+    # to 29.2 ms of a 26.9 ms step), so the replays are checked one by one and together
+    # (Report.recoverable, every replayed fix applied at once).
+    total = sum(
+        (f.slice_saving_ms if f.replayed_saving_ms is not None else f.estimated_saving_ms) or 0.0
+        for f in report.findings
+    )
     assert total <= step_ms + 1e-6
+    assert all((f.estimated_saving_ms or 0.0) <= step_ms + 1e-6 for f in report.findings)
+    if report.recoverable is not None:
+        assert report.recoverable["ms"] <= step_ms + 1e-6
 
 
 # ---------------------------------------------------------------- HTA's idle split
@@ -170,6 +180,26 @@ def test_hta_kernel_wait_threshold_is_microseconds():
     assert L.KERNEL_WAIT_MAX_US == 30.0
 
 
+def gpu_side_step_start_us(name: str, trace) -> float:
+    """Latest start of a GPU-side ``ProfilerStep#N`` copy (``gpu_user_annotation``, written by the
+    torch 2.11 traces of the H100 walkthrough), in tracedoc's rebased µs; -inf where there is none.
+    HTA 0.5 takes every event named ``ProfilerStep*`` as a step when it cuts at the last step's
+    start (hta/common/trace.py, ``_filter_irrelevant_gpu_kernels``), so on a trace whose GPU lags
+    the CPU the cut is the GPU-side copy's start (h100_resnet18_batch: 1,893 events kept, not
+    the 1,262 a cut at the CPU step gives)."""
+    import gzip
+
+    with gzip.open(FIXTURES / name, "rt") as f:
+        doc = json.load(f)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    cpu = [e["ts"] for e in steps if e.get("cat") != "gpu_user_annotation"]
+    gpu = [e["ts"] for e in steps if e.get("cat") == "gpu_user_annotation"]
+    if not gpu or not cpu:
+        return -math.inf
+    return max(gpu) - min(cpu) + trace.steps["ts_us"].min()
+
+
 def hta_kept_events(name: str) -> pd.DataFrame:
     """tracedoc's GPU events (kernels, memcpys, memsets) restricted as HTA restricts them: when the
     trace has two or more ProfilerStep names, only events whose runtime call starts before the
@@ -178,7 +208,7 @@ def hta_kept_events(name: str) -> pd.DataFrame:
     cols = ["stream", "ts_us", "dur_us", "end_us", "correlation"]
     gpu = pd.concat([trace.kernels[cols], trace.memcpys[cols], trace.memsets[cols]])
     if HTA_IDLE["traces"][name]["hta_filtered"]:
-        last_step = trace.steps["ts_us"].max()
+        last_step = max(trace.steps["ts_us"].max(), gpu_side_step_start_us(name, trace))
         early = trace.runtime.loc[trace.runtime["ts_us"] < last_step, "correlation"]
         gpu = gpu[gpu["correlation"].isin(set(early))]
     return gpu

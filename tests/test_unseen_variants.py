@@ -519,7 +519,11 @@ def test_no_device_metadata_skips_what_needs_it(name, tmp_path):
     for code in ("TD301", "TD401"):
         assert "device properties" in reasons[code], reasons[code]
     ignore = ("TD301", "TD401")
-    if "tracedoc_host" in original(name) and "TD101" in savings(want):
+    if "tracedoc_host" in original(name) and want["signals"].get("gpu_busy_ms") is not None:
+        # a GPU trace of the fix-loop harness (the H100 walkthrough): TD101 keeps the GPU step
+        # model's replay, which needs no host counts; the rules that read them (TD5xx) go
+        ignore += tuple(code for code in savings(want) if code.startswith("TD5"))
+    elif "tracedoc_host" in original(name) and "TD101" in savings(want):
         # the core and thread counts went with the metadata: the CPU step model cannot run, so
         # TD101 is the whole stall, with no replayed range (with them: a range, its low end)
         ignore += ("TD101",)
@@ -589,7 +593,22 @@ def test_gpu_clock_offset(name, ms, tmp_path):
     check_invariants(got)
     noted = any(CLOCK_NOTE in n for n in got["notes"])
     linked = len(t.kernels) + len(t.memcpys) + len(t.memsets) > 0 and t.runtime["correlation"].notna().any()
-    assert noted == (ms < 0 and bool(linked)), got["notes"]
+    # early shows only where some linked event started less than 3 ms after its launch call:
+    # h100_resnet18_batch (GPU-bound, batch 128) queues every one 8.6 ms or more, so there 3 ms
+    # early still looks like queueing and cannot be told
+    tells = min_launch_lag_us(name) < abs(ms) * 1000.0
+    assert noted == (ms < 0 and bool(linked) and tells), got["notes"]
+
+
+@functools.cache
+def min_launch_lag_us(name: str) -> float:
+    """Least time (µs) from a launch call's start to its GPU event's start in the original trace."""
+    t = tracedoc.load(FIXTURES / name)
+    starts = t.runtime.dropna(subset=["correlation"]).groupby("correlation")["ts_us"].min()
+    lags = [
+        (fr["ts_us"] - fr["correlation"].map(starts)).dropna() for fr in (t.kernels, t.memcpys, t.memsets) if len(fr)
+    ]
+    return float(min((x.min() for x in lags if len(x)), default=float("inf")))
 
 
 @pytest.mark.parametrize("name", LIGHT)

@@ -46,6 +46,10 @@ TRACES = {
         "v100_resnet50_workers0",
         "v100_resnet50_workers4",
         "v100_resnet50_ddp_gpu_bound",
+        *(
+            f"h100_resnet18_{c}"
+            for c in ("baseline", "workers", "pinned", "amp", "batch", "uint8", "channels_last", "compile")
+        ),
     ],
     "attention": ["h100_timesformer_inference", "h100_vit_nsfw_inference", "mi300x_bert_small_inference"],
     "matrix_core": ["mi250_toy_train", "mi300x_bert_small_inference"],
