@@ -105,7 +105,7 @@ def _size(get: Any, name: str, zero_ok: bool = False) -> int | None:
 #: A duration as Dask's ``parse_timedelta`` reads it (a number, then an optional unit; seconds
 #: by default): the subset of its forms checked here, without importing Dask.
 _DURATION = re.compile(
-    r"(\d+(?:\.\d*)?|\.\d+)\s*"
+    r"(\d+(?:\.\d*)?|\.\d+) *"  # ASCII spaces only: Dask reads the text as it is
     r"(s|ms|us|ns|m|h|d|w|(?:second|minute|hour|day|week|millisecond|microsecond|nanosecond)s?)?",
     re.IGNORECASE,
 )
