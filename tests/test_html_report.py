@@ -179,11 +179,12 @@ def test_every_chart_takes_its_colours_from_the_one_palette(w0_report, tmp_path)
     for div_id, fig in figs.items():
         used = []
         for tr in fig.data:
-            c = tr.marker.color
+            c = tr.marker.color if tr.marker.color is not None else tr.line.color  # markers, or a roof line
             used += [c] if isinstance(c, str) else list(c)
         assert used and set(used) <= pal, div_id
         if len(fig.data) > 1:  # a stacked chart: each series its own colour
-            assert len({tr.marker.color for tr in fig.data}) == len(fig.data), div_id
+            colours = {tr.marker.color if tr.marker.color is not None else tr.line.color for tr in fig.data}
+            assert len(colours) == len(fig.data), div_id
     # a thing keeps its colour across charts: the DataLoader, kernels
     by_name = {(d, tr.name): tr.marker.color for d, f in figs.items() for tr in f.data}
     assert (

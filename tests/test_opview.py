@@ -134,3 +134,18 @@ def test_ops_command_fits_80_columns_and_escapes(tmp_path):
     assert any(x.startswith("_softmax ") for x in lines)
     js = CliRunner().invoke(app, ["ops", str(synthetic(tmp_path)), "-f", "json"])
     assert json.loads(js.output)["ops"][0]["op"] == "aten::mm"
+
+
+def test_html_has_the_roofline_and_op_table(tmp_path):
+    pytest.importorskip("plotly")
+    from tracedoc.render import render
+
+    page = render(tracedoc.analyze(str(synthetic(tmp_path))), "html")
+    assert 'id="roofline"' in page and "Op view" in page and "aten::mm" in page
+    fig = json.loads(page.split('id="roofline-figure">', 1)[1].split("</script>", 1)[0])
+    (point,) = [t for t in fig["data"] if t.get("mode") == "markers"]
+    assert point["x"] == [pytest.approx(FLOPS / BYTES, abs=0.01)]
+    roofs = [t for t in fig["data"] if t.get("mode") == "lines"]
+    assert any(max(t["y"]) == 67.0 for t in roofs)  # the fp32 roof at the H100's 67 TFLOP/s
+    cpu = render(tracedoc.analyze(str(FIX / "cpu_only_gloo.pt.trace.json.gz")), "html")
+    assert 'id="roofline"' not in cpu

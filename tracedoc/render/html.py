@@ -294,6 +294,60 @@ def _kernel_figures(go: Any, kc: dict[str, Any]) -> tuple[Any, Any]:
     return fig, bars
 
 
+def roofline_figure(go: Any, view: dict[str, Any]) -> Any | None:
+    """The roofline of the op view: each op group with known FLOPs and bytes as a point at its
+    arithmetic intensity (FLOP/byte, log x) and achieved TFLOP/s (log y), sized by its GPU time
+    per step, coloured by bound; with the device's bandwidth roof and its compute roofs (fp32,
+    tf32 and 16-bit Tensor Core peaks) when the peak is known (Williams, Waterman and
+    Patterson, "Roofline", CACM 52(4), 2009). None when no op has both FLOPs and bytes."""
+    rows = [r for r in view.get("ops") or [] if r.get("intensity") and r.get("tflops")]
+    if not rows:
+        return None
+    cols = colours_for(["compute", "memory", "unknown", "fp32", "tf32_tc", "bf16_tc"])
+    fig = go.Figure()
+    for bound in ("compute", "memory", None):
+        pts = [r for r in rows if r.get("bound") == bound]
+        if not pts:
+            continue
+        name = bound or "unknown"
+        fig.add_scatter(
+            x=[r["intensity"] for r in pts],
+            y=[r["tflops"] for r in pts],
+            mode="markers",
+            name=_p(f"{name}-bound" if bound else "bound unknown"),
+            marker={
+                "size": [6 + 30 * (r["gpu_ms_per_step"] / max(x["gpu_ms_per_step"] for x in rows)) ** 0.5 for r in pts],
+                "color": cols[name],
+                "opacity": 0.8,
+            },  # fmt: skip
+            hovertext=[_p(f"{r['op']} {r.get('input_dims') or ''}"[:200]) for r in pts],
+            hovertemplate="%{hovertext}<br>%{x:.1f} FLOP/byte, %{y:.2f} TFLOP/s<extra></extra>",
+        )
+    peak = view.get("peak") or {}
+    xs = [min(r["intensity"] for r in rows) / 2, max(r["intensity"] for r in rows) * 2]
+    bw = peak.get("mem_tbs")
+    for key, label in (("fp32", "fp32"), ("tf32_tc", "tf32 Tensor Core"), ("bf16_tc", "16-bit Tensor Core")):
+        top = peak.get(key)
+        if top and bw:
+            ridge = top / bw
+            lo, hi = min(xs[0], ridge / 4), max(xs[1], ridge * 4)
+            fig.add_scatter(
+                x=[lo, ridge, hi], y=[bw * lo, top, top], mode="lines", name=_p(f"{label} roof ({top:g} TFLOP/s)"),
+                line={"dash": "dot", "width": 1, "color": cols[key]}, hoverinfo="skip",
+            )  # fmt: skip
+    title = f"Roofline on {peak['name']}" if peak.get("name") else "Achieved throughput (device peak unknown)"
+    fig.update_layout(title=_p(title), height=440)
+    fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
+    fig.update_yaxes(type="log", title="achieved TFLOP/s")
+    return fig
+
+
+def _op_rows(view: dict[str, Any]) -> list[dict[str, Any]]:
+    """The op view's rows for the page's table (the columns a person reads)."""
+    keep = ("op", "input_dims", "dtype", "calls_per_step", "gpu_ms_per_step", "tflops", "tbps", "pct_of_peak", "bound")
+    return [{k: r.get(k) for k in keep} for r in view.get("ops") or []]
+
+
 class HtmlRenderer:
     """A Report (or a multi-rank report) as one self-contained HTML page.
 
@@ -345,6 +399,13 @@ class HtmlRenderer:
             cats, top = _kernel_figures(go, kc)
             out += ["<h2>Kernel time by category</h2>", self._fig_html(cats, "kernel-categories")]
             out += ["<h2>Top kernels</h2>", self._fig_html(top, "top-kernels"), _table(kc["top"])]
+        view = getattr(report, "op_view", None)
+        if view and view.get("ops"):
+            out.append("<h2>Op view: achieved throughput against the device's peak</h2>")
+            fig = roofline_figure(go, view)
+            if fig is not None:
+                out.append(self._fig_html(fig, "roofline"))
+            out.append(_table(_op_rows(view)))
         return out
 
     def render(self, report: Any) -> str:
