@@ -937,7 +937,9 @@ _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and"
 def _elementwise(a: _Args, name: str) -> OpCost:
     """An elementwise op: output shape by broadcasting every tensor argument; bytes: each tensor
     input read once (stored elements only), the output written once in its dtype (type
-    promotion; ``bool`` for comparisons; the target dtype of ``_to_copy(self, dtype, ...)``). An
+    promotion; ``bool`` for comparisons; the target dtype of ``_to_copy(self, dtype, ...)``); the
+    reported dtype is the inputs' promoted dtype, the one the op computes in (a data move's: its
+    output's). An
     in-place op (``add_``) writes into ``self``; ``fill_``/``zero_`` write without reading;
     ``copy_(self, src)`` reads ``src`` and writes ``self``. ``add``/``sub`` with ``alpha != 1``
     are a multiply-add (2 FLOPs)."""
@@ -973,7 +975,9 @@ def _elementwise(a: _Args, name: str) -> OpCost:
     per = _EW_FLOPS[base]
     if base in ("add", "sub") and a.c(2) not in (None, "1", "1."):
         per = 2
-    dt = out if base in _COMPARISONS or per == 0 else _promote(ts)
+    # the compute dtype: the inputs' promoted dtype (a comparison's output is bool, its work is
+    # not); a pure data move (per == 0: copy, fill) computes nothing and keeps its output's
+    dt = out if per == 0 else _promote(ts)
     return OpCost(float(per * numel), float(reads + numel * out.size), "elementwise", dt.name)
 
 

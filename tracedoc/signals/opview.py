@@ -5,9 +5,10 @@ kernel -> its launching runtime call (:func:`tracedoc.signals.links.link_launche
 :func:`tracedoc.signals.steps.gpu_events`) -> the innermost enclosing ``cpu_op`` on the
 launching thread (:func:`tracedoc.signals.attribution.runtime_ops`). An op call's GPU time is
 the sum of its kernels' durations. Op calls are grouped by name and recorded inputs (the
-``input_dims``, ``input_types`` and ``concrete_inputs`` columns of ``trace.ops``, present
-when the trace was recorded with ``record_shapes=True``), so that every call in a group has
-the same FLOPs and bytes (:func:`tracedoc.perf.flops.op_cost`).
+``input_dims``, ``input_types``, ``concrete_inputs`` and ``input_strides`` columns of
+``trace.ops``, present when the trace was recorded with ``record_shapes=True``), so that every
+call in a group has the same FLOPs and bytes (:func:`tracedoc.perf.flops.op_cost`) and the same
+memory layout (the same op on a transposed or channels-last input is its own row).
 
 Achieved throughput of a group is its FLOPs (or bytes) over its GPU time:
 ``TFLOP/s = calls * flops / (gpu_us * 1e-6) / 1e12``; the % of peak, arithmetic intensity
