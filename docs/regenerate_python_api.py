@@ -3,8 +3,8 @@
 
 Each ```python cell is executed in one shared namespace, in order, from the repository
 root; the ```text cell right after it is replaced by what the cell printed, followed by
-the repr of its last expression (as a notebook shows it). Run it after a change that
-alters what tracedoc prints:
+the repr of its last expression (as a notebook shows it; a DataFrame with every column,
+at most 120 characters a line). Run it after a change that alters what tracedoc prints:
 
     .venv/bin/python docs/regenerate_python_api.py
 """
@@ -38,6 +38,12 @@ def run_cell(code: str, ns: dict) -> str:
 
 def main() -> None:
     os.chdir(ROOT)
+    import pandas as pd
+
+    # a DataFrame as a notebook shows it: every column (Jupyter renders it as an HTML table);
+    # plain text at 120 columns at most, so the Markdown stays readable
+    pd.set_option("display.max_columns", None)
+    pd.set_option("display.width", 120)
     ns: dict = {}
     text = DOC.read_text(encoding="utf-8")
     text = CELL.sub(lambda m: f"```python\n{m.group(1)}```\n```text\n{run_cell(m.group(1), ns)}```\n", text)

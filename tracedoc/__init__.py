@@ -10,7 +10,9 @@ The Python API (a notebook session is in ``docs/python-api.md``):
     >>> report.print()                                 # the terminal report  # doctest: +SKIP
 
 - :func:`load` -- a trace file (``.json`` or ``.json.gz``) -> :class:`Trace` (pandas frames).
-- :func:`analyze` -- a path or a :class:`Trace` -> :class:`Report` (signals, findings, skipped rules).
+- :func:`analyze` -- a path or a :class:`Trace` -> :class:`Report` (signals, findings, skipped rules);
+  a folder, glob or list of paths -> a many-trace report (one report per trace, and for the
+  ranks of one job the cross-rank summary). Every report has ``.tables`` (pandas DataFrames).
 - :class:`Trace`, :class:`Report` -- both have short reprs and render as HTML and
   Markdown in notebooks (``_repr_html_``, ``_repr_markdown_``).
 - :func:`on_trace_ready`, :func:`profile` -- inside ``torch.profiler``: write each trace,
@@ -49,36 +51,67 @@ def load(path, *args, **kwargs):
 load.__doc__ = (load.__doc__ or "") + "\n\n" + (_load.__doc__ or "")
 
 
-def analyze(trace, select=None, ignore=None, rules=None):
-    """Analyze a trace: compute the signals, evaluate the rules, rank the findings.
+def analyze(trace, select=None, ignore=None, rules=None, *, jobs=None):
+    """Analyze a trace: compute the signals, evaluate the rules, rank the findings; or analyze
+    several traces (a folder, a glob, a list of paths), as ``tracedoc analyze`` does.
 
     Args:
         trace: a trace file path (``str`` or ``os.PathLike``) or a :class:`Trace` from
-            :func:`load` (loading once and analyzing several times is cheaper).
+            :func:`load` (loading once and analyzing several times is cheaper); or several
+            traces: a folder (the ranks of one job, unrelated traces, or a TensorBoard log
+            directory), a glob (``"runs/*.json.gz"``, ``**`` too), or a list or tuple of such
+            paths.
         select, ignore: rule selectors (code ``"TD101"``, prefix ``"TD1"`` or name
             ``"dataloader-stall"``).
         rules: the rules to evaluate (default: the built-in ones; add your own with
             ``tracedoc.engine.load_rules(["my_rules/"])``).
+        jobs: worker processes for several traces (default: one per CPU, at most one per
+            trace); ignored for one trace.
 
     Returns:
-        a :class:`Report`; findings are ranked by estimated saving (ms per step).
+        one trace: a :class:`Report`; findings are ranked by estimated saving (ms per step).
+        Several: what ``tracedoc analyze FOLDER`` reports
+        (:func:`tracedoc.ranks.executors.analyze_inputs`, ``[tool.tracedoc]`` found from the
+        first input): a :class:`tracedoc.report.ranks.MultiRankReport` when the traces are the
+        ranks of one job (every trace has a distinct rank), else a
+        :class:`tracedoc.report.ranks.MultiTraceReport` (one report per trace). Nothing is
+        printed: traces that could not be analyzed are in its ``failed`` (and the ``error``
+        column of ``.tables.ranks``), skipped folder entries in ``skipped``.
 
     Raises:
-        TypeError: ``trace`` is neither a path nor a Trace (the message names the type only).
-        TraceLoadError: the file is not a readable trace.
+        TypeError: ``trace`` is neither a path, a list of paths nor a Trace (the message names
+            the type only).
+        TraceLoadError: the file is not a readable trace; for several, nothing to analyze,
+            every trace failed, or (``strict`` in ``[tool.tracedoc]``) any did.
         tracedoc.errors.RuleError: a bad selector or rule file.
     """
     from tracedoc import pipeline
     from tracedoc.settings import Settings
     from tracedoc.trace import Trace
 
-    if not isinstance(trace, (Trace, str, _os.PathLike)):
+    listed = isinstance(trace, (list, tuple))
+    paths = list(trace) if listed else [trace]
+    if listed and not paths:
+        raise TypeError("analyze() takes a trace path or a tracedoc.Trace, not an empty list")
+    if not isinstance(trace, Trace) and not all(isinstance(p, (str, _os.PathLike)) for p in paths):
         raise TypeError(f"analyze() takes a trace path or a tracedoc.Trace, not {type(trace).__name__}")
-    settings = Settings.resolve(None if isinstance(trace, Trace) else trace, select=select, ignore=ignore)
+    many = False
+    if not isinstance(trace, Trace):
+        from tracedoc.ranks.command import wants_many
+
+        paths = [_os.fspath(p) for p in paths]
+        many = wants_many(paths)  # as the command line decides: a folder, a glob, several inputs
+        trace = trace if many else paths[0]
+    start = None if isinstance(trace, Trace) else paths[0]
+    settings = Settings.resolve(start, select=select, ignore=ignore)
     if rules is not None and settings.thresholds:
         from tracedoc.config import apply_thresholds
 
         rules = apply_thresholds(rules, settings.threshold_map, settings.config_path)
+    if many:
+        from tracedoc.ranks.executors import analyze_inputs
+
+        return analyze_inputs(paths, settings, jobs=jobs, rules=rules)
     return pipeline.analyze(trace, settings, rules=rules)
 
 

@@ -5,7 +5,8 @@ The documents: :class:`Report` and the parts it holds, :class:`Finding` (with it
 ``to_dict`` (JSON-safe plain data: tuples become lists, a severity its string) and a
 ``from_dict`` classmethod that reverses it exactly: ``X.from_dict(x.to_dict()) == x``, also
 after a trip through JSON. The engine (:mod:`tracedoc.engine`) builds them; this module never
-imports it.
+imports it. :class:`ManyTraceHooks` gives the many-trace documents (:mod:`tracedoc.report.ranks`)
+the notebook hooks a Report has (``print``, ``tables``, ``plot``, ...).
 
 JSON schema (``schema_version`` 2; additive changes keep the version, anything
 else bumps it. Version 2 replaced ``below_floor`` with ``also_true``)::
@@ -502,6 +503,128 @@ class Report:
             raise TracedocError(f"not a tracedoc report: missing {one_line(repr(exc.args[0])[:60])}") from None
         except (TypeError, ValueError, AttributeError) as exc:
             raise TracedocError(f"not a tracedoc report: {one_line(str(exc))[:200]}") from None
+
+
+class ManyTraceHooks:
+    """The notebook hooks of the many-trace documents (:class:`tracedoc.report.ranks.MultiRankReport`
+    and :class:`~tracedoc.report.ranks.MultiTraceReport`), as a :class:`Report` has them: a
+    one-line ``repr()``, ``print()``, ``_repr_html_``/``_repr_markdown_``, ``tables`` and
+    ``plot()``. Here, beside the Report's own, so the document module imports no renderer.
+    A subclass gives ``_where()`` (what was analyzed) and ``_entries()`` (its traces)."""
+
+    KIND: ClassVar[str]
+
+    def _where(self) -> str:
+        raise NotImplementedError
+
+    def _entries(self) -> list[Any]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        from tracedoc.render import render
+
+        summary = " ".join(render(self, "summary").split())  # one line, however it wraps
+        return f"<{type(self).__name__} {display_path(self._where())}: {summary}>"
+
+    def print(self, console: Any = None, quiet: bool = False) -> None:
+        """Print the terminal report (the one ``tracedoc analyze FOLDER`` prints).
+
+        Args:
+            console: a :class:`rich.console.Console` (default: a new one on stdout).
+            quiet: print only the closing summary line.
+        """
+        from rich.console import Console
+
+        from tracedoc.render import render
+
+        console = console or Console(highlight=False)
+        if quiet:
+            console.print(render(self, "summary").rstrip("\n"), markup=False, highlight=False)
+        else:
+            render(self, "text", console=console)
+
+    def to_markdown(self) -> str:
+        """The Markdown report (``--format markdown``)."""
+        from tracedoc.render import render
+
+        return render(self, "markdown")
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def _repr_html_(self) -> str:
+        """The summary, the table of traces and each trace's findings as HTML for a notebook
+        (no plots, so no plotly needed)."""
+        from tracedoc.render import render
+        from tracedoc.render.escape import document
+        from tracedoc.render.escape import html as _e
+        from tracedoc.render.html import cross_rank_parts, findings_parts
+
+        doc = document(self)  # every trace string visible (no control or bidi character)
+        parts = [f"<p><b>{_e(render(self, 'summary').strip())}</b></p>"]
+        if self.KIND == "ranks":
+            parts += cross_rank_parts(doc)
+        cols = ["label", "path", "step_time_ms", "n_findings", "top_code", "top_saving_ms", "error"]
+        table = doc.tables.ranks[cols]
+        parts.append(table.to_html(index=False, na_rep="", escape=True, float_format=lambda v: f"{v:,.2f}"))
+        for r in doc._entries():
+            if r.report is not None:
+                parts.append(f"<h2>{_e(r.label)}: <code>{_e(r.path)}</code></h2>")
+                parts += findings_parts(r.report)[1:]
+        return '<div class="tracedoc">' + "\n".join(parts) + "</div>"
+
+    @property
+    def tables(self) -> Any:
+        """The report as pandas DataFrames, columns named with their units
+        (:class:`tracedoc.report.tables.MultiReportTables`): ``ranks`` (one row per trace: step
+        time, top finding and its saving), ``findings``, ``steps``, ``idle_ledger``, ... with
+        ``rank``, ``label`` and ``path`` columns, and for a rank job the cross-rank tables
+        (``rank_findings``, ``collectives``, ``collective_steps``, ``straggler``). Built from
+        :meth:`to_dict`, so a document read back from its JSON gives the same tables."""
+        from tracedoc.report.tables import multi_report_tables
+
+        if "_tables" not in self.__dict__:
+            self.__dict__["_tables"] = multi_report_tables(self)
+        return self.__dict__["_tables"]
+
+    def plot(self) -> Any:
+        """The step time of every analyzed trace (``step_time_ms``, ms per step) as a plotly
+        bar chart, one bar per rank (a rank job: the slowest rank in the palette's ``slowest``
+        colour when it lags the median) or per trace. Returns the figure (``fig.show()`` shows
+        it, ``fig.write_html(path)`` saves it). Needs the ``html`` extra (plotly).
+
+        Raises:
+            tracedoc.errors.TracedocError: plotly is not installed.
+        """
+        try:
+            import plotly.graph_objects as go
+        except ImportError:
+            from tracedoc.errors import install_hint
+
+            raise TracedocError(f"plot() needs plotly: {install_hint('html')}") from None
+        from tracedoc.render.escape import plotly as _p
+        from tracedoc.render.palette import colour
+
+        rows = self.tables.ranks
+        rows = rows[rows["error"].isna()]
+        labels = list(rows["label"])
+        if len(set(labels)) < len(labels):  # two files of one name: their paths tell them apart
+            labels = [display_path(p) for p in rows["path"]]
+        times = [None if t != t else float(t) for t in rows["step_time_ms"]]  # NaN: no step time
+        rank_job = self.KIND == "ranks"
+        s = getattr(self, "summary", None) or {}
+        slowest = s.get("slowest_rank") if s.get("slowest_lag_ms") else None  # none: all alike
+        fig = go.Figure(
+            go.Bar(
+                x=[_p(x) for x in labels],
+                y=times,
+                name="step time",
+                marker_color=[colour("slowest" if lab == slowest else "rank") for lab in rows["label"]],
+            )
+        )
+        fig.update_layout(yaxis_title="ms per step", title=f"Step time per {'rank' if rank_job else 'trace'}")
+        fig.update_xaxes(type="category")
+        return fig
 
 
 #: The report schema versions :func:`read_report` reads (1: before ``also_true``).

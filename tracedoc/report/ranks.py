@@ -32,6 +32,11 @@ additive changes keep the version)::
 
 ``from_dict`` reads a document of this ``schema_version`` and ``kind`` only (anything else
 raises :class:`DocumentError`, one line); it ignores ``tool`` (written anew by ``to_dict``).
+
+In a notebook both documents work as a :class:`~tracedoc.report.model.Report` does:
+``repr()`` is one line, ``print()`` the terminal report, ``_repr_html_``/``_repr_markdown_``
+render them, ``tables`` gives pandas DataFrames (:class:`tracedoc.report.tables.MultiReportTables`)
+and ``plot()`` returns a plotly figure of the step time per trace.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from tracedoc._version import __version__
 from tracedoc.errors import DocumentError, TracedocError
 from tracedoc.report.header import check_header, shape_error
 from tracedoc.report.model import SCHEMA_VERSION as REPORT_SCHEMA_VERSION
-from tracedoc.report.model import Report
+from tracedoc.report.model import ManyTraceHooks, Report
 
 #: Version of both many-trace documents: the single-trace report's, which they embed.
 SCHEMA_VERSION = REPORT_SCHEMA_VERSION
@@ -138,8 +143,8 @@ def _all_findings(entries: list[RankEntry]) -> list:
     return [f for r in entries if r.report for f in r.report.findings]
 
 
-@dataclass
-class MultiRankReport:
+@dataclass(repr=False)
+class MultiRankReport(ManyTraceHooks):
     """Per-rank reports and the cross-rank summary of the ranks of one job.
 
     Attributes:
@@ -177,6 +182,12 @@ class MultiRankReport:
     def findings(self) -> list:
         """Every finding of every rank (for the exit code)."""
         return _all_findings(self.ranks)
+
+    def _where(self) -> str:
+        return self.directory
+
+    def _entries(self) -> list[RankEntry]:
+        return self.ranks
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON form (``kind: "multi-rank"``, see the module docstring)."""
@@ -222,8 +233,8 @@ class MultiRankReport:
             raise shape_error(what, exc) from None
 
 
-@dataclass
-class MultiTraceReport:
+@dataclass(repr=False)
+class MultiTraceReport(ManyTraceHooks):
     """One report per trace, for traces that are not the ranks of one job.
 
     Attributes: as :class:`MultiRankReport`, with ``inputs`` (as given) instead of
@@ -250,6 +261,12 @@ class MultiTraceReport:
     def findings(self) -> list:
         """Every finding of every trace (for the exit code)."""
         return _all_findings(self.traces)
+
+    def _where(self) -> str:
+        return " ".join(self.inputs)
+
+    def _entries(self) -> list[RankEntry]:
+        return self.traces
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON form (``kind: "multi-trace"``, see the module docstring)."""
