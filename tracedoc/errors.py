@@ -34,6 +34,13 @@ def display_path(path: str | os.PathLike[str] | bytes) -> str:
     return "".join(out)
 
 
+def install_hint(extra: str) -> str:
+    """How to install an optional extra, for both kinds of user: from PyPI and from a clone
+    (issue "What a person sees": a hint that names only one leaves the other stuck).
+    ``install_hint("html") == "pip install 'tracedoc[html]' (from a clone: pip install -e '.[html]')"``."""
+    return f"pip install 'tracedoc[{extra}]' (from a clone: pip install -e '.[{extra}]')"
+
+
 def one_line(text: str) -> str:
     """``text`` with line breaks and other control characters escaped (see :func:`display_path`):
     what every stderr warning and error line is made of, so no text it quotes (a file name, an

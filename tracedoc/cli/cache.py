@@ -17,11 +17,12 @@ app.add_typer(cache_app, name="cache")
 def cache_info(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder.")) -> None:
     """Print the cache folder, its entries and their size."""
     from tracedoc.cache import FrameCache
+    from tracedoc.errors import install_hint
 
     i = FrameCache(_folder(cache_dir)).info()
     print(f"{i.directory}: {i.entries} entr{'y' if i.entries == 1 else 'ies'}, {i.bytes / 1e6:,.1f} MB")
     if not i.available:
-        print("pyarrow is not installed: nothing is cached (pip install 'tracedoc[cache]')")
+        print(f"pyarrow is not installed: nothing is cached ({install_hint('cache')})")
 
 
 @cache_app.command("clear")

@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from tracedoc.cli.common import app, fail
+from tracedoc.errors import install_hint
 
 
 @app.command("mcp")
@@ -25,9 +26,7 @@ def mcp_command(
     try:
         import mcp  # noqa: F401
     except ModuleNotFoundError:
-        raise fail(
-            "tracedoc mcp needs the MCP SDK: pip install 'tracedoc[mcp]' (from a clone: pip install -e '.[mcp]')"
-        ) from None
+        raise fail(f"tracedoc mcp needs the MCP SDK: {install_hint('mcp')}") from None
     for r in root or []:
         if not r.is_dir():
             raise fail(f"--root {r}: not a folder")

@@ -15,7 +15,7 @@ import re
 import zlib
 from typing import Callable
 
-from tracedoc.errors import TraceLoadError
+from tracedoc.errors import TraceLoadError, install_hint
 
 _CHUNK = 8 << 20
 _BLANK = re.compile(rb"[ \t\n\r\x0b\x0c]*")
@@ -27,7 +27,7 @@ def _fs(url: str):
     try:
         import fsspec
     except ImportError:  # pragma: no cover - fsspec is a dependency of the dask extra
-        raise TraceLoadError(url, "reading URLs needs fsspec (pip install 'tracedoc[dask]')") from None
+        raise TraceLoadError(url, f"reading URLs needs fsspec ({install_hint('dask')})") from None
     try:
         fs, path = fsspec.core.url_to_fs(url)
     except (ImportError, ValueError) as exc:

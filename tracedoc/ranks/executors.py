@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from tracedoc import hostfacts
-from tracedoc.errors import TraceLoadError, display_path
+from tracedoc.errors import TraceLoadError, display_path, install_hint
 from tracedoc.ranks.discover import Discovery, discover
 from tracedoc.ranks.job import RankResult, analyze_one
 from tracedoc.ranks.scheduler import SchedulerError, check_scheduler
@@ -283,7 +283,7 @@ def run_dask(
     try:
         from distributed import Client
     except ImportError:
-        raise SchedulerError("--scheduler needs the dask extra: pip install 'tracedoc[dask]'") from None
+        raise SchedulerError(f"--scheduler needs the dask extra: {install_hint('dask')}") from None
     import logging
 
     from tracedoc.text import plural

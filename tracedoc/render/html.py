@@ -129,9 +129,9 @@ def _plotly():
         import plotly.graph_objects as go
         import plotly.offline
     except ImportError:
-        from tracedoc.errors import TracedocError
+        from tracedoc.errors import TracedocError, install_hint
 
-        raise TracedocError("--format html and Report.plot() need plotly: pip install 'tracedoc[html]'") from None
+        raise TracedocError(f"--format html and Report.plot() need plotly: {install_hint('html')}") from None
     return go, plotly.offline
 
 
