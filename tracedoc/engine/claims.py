@@ -98,7 +98,9 @@ def grant_savings(findings: list[Finding], get: Callable[[str], Any]) -> None:
                 takers.setdefault(pool, []).append(f.code)
                 takers.setdefault("step", []).append(f.code)
     for f in order:
-        g = round(max(granted[id(f)], 0.0), 3)
+        # rounded down to the µs, so that the granted savings, as reported, still add up to at
+        # most the step (rounding each to nearest could put their sum a few µs over it)
+        g = math.floor(max(granted[id(f)], 0.0) * 1000.0 + 1e-6) / 1000.0
         if g < round(want[id(f)], 3):
             f.uncapped_saving_ms = round(want[id(f)], 3)
             others = [c for pool in (*f.claims, "step") for c in takers.get(pool, []) if c != f.code]
