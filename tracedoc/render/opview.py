@@ -46,10 +46,13 @@ def _op_name(name: str) -> str:
 def first_shape(dims: str | None) -> str:
     """The first tensor input's dims of a recorded ``Input Dims`` text as ``32x64x56x56``
     (``-`` when none was recorded); more tensor inputs add ``,…``."""
-    from tracedoc.load.shapes import parse_shape_arg
+    import json
 
-    parsed = parse_shape_arg(dims) if dims else None
-    if not parsed:
+    try:  # the document holds the recorded text (compact JSON); a renderer parses, never loads
+        parsed = json.loads(dims) if dims else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, list) or not parsed:
         return "-"
     shapes = [d for d in parsed if isinstance(d, list) and d]
     if not shapes:
