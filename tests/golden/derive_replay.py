@@ -8,13 +8,16 @@ Standalone on purpose: stdlib only, never imports tracedoc, pandas or numpy. Wri
 classes, critical path, named fixes), the docstrings of ``WhatIf`` (and ``WhatIf.combine``) and of
 its public functions, the constants copied by value (``TENSOR_CORE_PEAK_RATIO``, ``CONTENTION_MAX``,
 ``FOREACH_HOST_FACTOR``, ``FUSED_ATTENTION_FACTOR``, ``PATH_CAUSES``, ``REGIONS``, ``GPU_CLASSES``,
-``WAIT_CLASSES``, ``TIE_US``) and the fields of the ``WhatIf`` each named fix builds (printed, as data); the
+``WAIT_CLASSES``, ``TIE_US``, ``TF32_KERNEL``, ``FLASH_ATTENTION_PEAK_SHARE``, ``SCALE_OPS``) and the fields of the ``WhatIf`` each named fix builds (printed, as data); the
 idle ledger's definition it refers to (launch calls, blocking calls, ``pageable_h2d``, start-up
 work, ``allocator``, launching threads, stream waits and their producers: the module docstring of
 ``tracedoc/signals/ledger.py`` and the ``dependency_waits`` docstring); the docstrings of the
 kernel classification (``attribution.kernel_ops``), of ``attention`` (softmax / batched-matmul /
 fused attention kernels), ``comm`` and ``optimizer``, with the name patterns of
-``tracedoc/signals/patterns.toml`` (a data file). The code behind them was not read, so that
+``tracedoc/signals/patterns.toml`` (a data file); for the cost models of ``tensor_cores`` and
+``fused_attention`` (the docstring's "Cost models of two fixes", the ``attention`` module docstring
+and the ``match_device`` docstring) the device peak table ``tracedoc/perf/peaks.toml`` (a data
+file) and the FLOP count of a batched matmul in docs/op-models.md. The code behind them was not read, so that
 agreement means something. Usage:
 
     python3 tests/golden/derive_replay.py [TRACE_DIR] [OUT_JSON]
@@ -56,13 +59,17 @@ PATTERNS = os.path.join(HERE, "..", "..", "tracedoc", "signals", "patterns.toml"
 TENSOR_CORE_PEAK_RATIO = (
     ("V100", 125.0 / 15.7),
     ("A100", 312.0 / 19.5),
-    ("H100", 989.4 / 67.0),
+    ("H100", 989.5 / 67.0),
     ("MI250", 362.1 / 45.3),
     ("MI300", 1307.4 / 163.4),
 )
 CONTENTION_MAX = 1.19  # no GPU fixture records tracedoc_host metadata: f = CONTENTION_MAX (S12)
 FOREACH_HOST_FACTOR = 0.04938927243759958  # 0.93 / 18.83 ms
 FUSED_ATTENTION_FACTOR = 0.5
+TF32_KERNEL = re.compile(r"tf32", re.I)  # tensor_core.TF32_KERNEL, by value
+FLASH_ATTENTION_PEAK_SHARE = 0.35  # attention.FLASH_ATTENTION_PEAK_SHARE, by value
+SCALE_OPS = re.compile(r"^aten::(?:mul|div)_?$")  # attention.SCALE_OPS, by value
+PEAKS = os.path.join(HERE, "..", "..", "tracedoc", "perf", "peaks.toml")  # a data file
 REGIONS = ("startup", "dataloader", "optimizer_step", "zero_grad", "launching_ops", "allocator", "other_cpu")
 GPU_CLASSES = ("comm", "zero_grad", "eager_attention")
 WAIT_CLASSES = ("sync", "pageable_copy")
@@ -86,19 +93,20 @@ TIE_US = 1e-3  # stepmodel.TIE_US, by value: the CPU end node must exceed the la
 
 
 # ---------------------------------------------------------------- the WhatIfs (WhatIf, FIXES, combine)
-def whatif(cpu_scale=(), cpu_factor=1.0, tensor_core_ratio=1.0, no_wait=(), gpu_scale=()):
+def whatif(cpu_scale=(), cpu_factor=1.0, tensor_core_ratio=1.0, no_wait=(), gpu_scale=(), tf32_ratio=1.0):
     return {
         "cpu_scale": dict(cpu_scale),
         "cpu_factor": cpu_factor,
         "tensor_core_ratio": tensor_core_ratio,
         "no_wait": set(no_wait),
         "gpu_scale": dict(gpu_scale),
+        "tf32_ratio": tf32_ratio,
     }
 
 
 def combine(a, b):
-    """WhatIf.combine: a region or GPU class keeps the smaller factor, the larger cpu_factor and
-    tensor_core_ratio apply, the no_wait sets unite."""
+    """WhatIf.combine: a region or GPU class keeps the smaller factor, the larger cpu_factor,
+    tensor_core_ratio and tf32_ratio apply, the no_wait sets unite."""
     out = whatif()
     for key in ("cpu_scale", "gpu_scale"):
         d = dict(a[key])
@@ -107,16 +115,18 @@ def combine(a, b):
         out[key] = d
     out["cpu_factor"] = max(a["cpu_factor"], b["cpu_factor"])
     out["tensor_core_ratio"] = max(a["tensor_core_ratio"], b["tensor_core_ratio"])
+    out["tf32_ratio"] = max(a["tf32_ratio"], b["tf32_ratio"])
     out["no_wait"] = set(a["no_wait"]) | set(b["no_wait"])
     return out
 
 
-def fixes(ratio, contention=CONTENTION_MAX):
-    """The WhatIf of each named fix of FIXES (fields as tracedoc's FIXES[name].what(ctx) prints them, S24)."""
+def fixes(ratio, ratio32, fused, contention=CONTENTION_MAX):
+    """The WhatIf of each named fix of FIXES (fields as tracedoc's FIXES[name].what(ctx) prints them, S24);
+    ``ratio``, ``ratio32`` and ``fused`` from the docstring's cost models (device_ratios, fused_factor)."""
     return {
         "dataloader": whatif(cpu_scale={"dataloader": 0.0}),
         "dataloader_low": whatif(cpu_scale={"dataloader": 0.0}, cpu_factor=contention),
-        "tensor_cores": whatif(tensor_core_ratio=ratio),
+        "tensor_cores": whatif(tensor_core_ratio=ratio, tf32_ratio=ratio32),
         "launch_collapse": whatif(cpu_scale={"launching_ops": 0.0}),
         "foreach": whatif(cpu_scale={"optimizer_step": FOREACH_HOST_FACTOR}),
         "zero_grad": whatif(cpu_scale={"zero_grad": 0.0}, gpu_scale={"zero_grad": 0.0}),
@@ -124,7 +134,7 @@ def fixes(ratio, contention=CONTENTION_MAX):
         "pinned_memory": whatif(no_wait={"pageable_copy"}),
         "no_allocator": whatif(cpu_scale={"allocator": 0.0}),
         "overlap_communication": whatif(gpu_scale={"comm": 0.0}),
-        "fused_attention": whatif(gpu_scale={"eager_attention": FUSED_ATTENTION_FACTOR}),
+        "fused_attention": whatif(gpu_scale={"eager_attention": fused}),
         "host_work_offloaded": whatif(cpu_scale={"other_cpu": 0.0}),
     }
 
@@ -185,28 +195,185 @@ def classifiers():
         return any_(comm, name)
 
     def attention(name, op):
-        """(softmax, batched_matmul) of a kernel launched by the innermost cpu_op ``op`` (S18)."""
+        """(softmax, batched_matmul, fused) of a kernel launched by the innermost cpu_op ``op`` (S18)."""
         fused = any_(fused_kern, name) or any_(fused_ops, op)
         softmax = (any_(softmax_ops, op) or any_(softmax_kern, name)) and not fused
-        bmm = any_(bmm_ops, op)
-        return softmax, bmm
+        bmm = any_(bmm_ops, op) and not fused and not softmax
+        return softmax, bmm, fused
 
     return {"eligible": eligible, "is_tc": is_tensor_core, "is_comm": is_comm, "attention": attention}
 
 
-def device_ratio(props, dev):
-    """TENSOR_CORE_PEAK_RATIO of the device's name (first match wins), else the table's smallest (S14)."""
-    name = None
+# ---------------------------------------------------------------- device peaks (match_device's docstring)
+def _peak_rows():
+    with open(PEAKS, "rb") as f:
+        return tomllib.load(f)["device"]
+
+
+PEAK_ROWS = _peak_rows()
+RATE_KEYS = (
+    "mem_tbs",
+    "fp64",
+    "fp64_tc",
+    "fp32",
+    "fp32_tc",
+    "tf32_tc",
+    "fp16_tc",
+    "bf16_tc",
+    "fp8_tc",
+    "fp4_tc",
+    "int8_tc",
+)
+GENERIC_NAMES = ("amd radeon graphics", "amd instinct", "nvidia graphics device", "")
+
+
+def match_peak(prop):
+    """The peaks.toml row of a deviceProperties entry, or None (match_device's docstring): rows whose family
+    matches the name (and no exclude pattern) are candidates, those whose form matches too are preferred, the
+    properties (SM count, compute capability, memory size; without totalGlobalMem a "NNGB" in the name) rule
+    rows out; a generic name is matched by properties alone among the generic rows; what is left must carry
+    one set of figures."""
+    name = " ".join(str(prop.get("name") or "").lower().replace("_", " ").split())
+
+    def num(*keys):
+        for k in keys:
+            v = prop.get(k)
+            if type(v) is int:
+                return v
+        return None
+
+    sms = num("numSms", "multiProcessorCount")
+    major, minor = num("computeMajor", "major"), num("computeMinor", "minor")
+    cc = [major, minor] if major is not None and minor is not None else None
+    mem = num("totalGlobalMem")
+    mem_gb = mem / 1e9 if mem else None
+    if mem_gb is None:
+        m = re.search(r"(\d{2,3})\s*gb?\b", name)
+        mem_gb = float(m.group(1)) if m else None
+
+    def fits(r):
+        if r.get("sms") is not None and sms is not None and r["sms"] != sms:
+            return False
+        if r.get("compute") is not None and cc is not None and list(r["compute"]) != cc:
+            return False
+        lo_hi = r.get("mem_gb")
+        return not (lo_hi is not None and mem_gb is not None and not lo_hi[0] <= mem_gb <= lo_hi[1])
+
+    def one(rows):
+        if not rows or len({tuple(r.get(k) for k in RATE_KEYS) for r in rows}) != 1:
+            return None
+        return rows[0]
+
+    cands = [
+        r for r in PEAK_ROWS if re.search(r["family"], name) and not ("exclude" in r and re.search(r["exclude"], name))
+    ]
+    if cands:
+        formed = [r for r in cands if "form" in r and re.search(r["form"], name)]
+        fitting = [r for r in formed if fits(r)] or [r for r in cands if fits(r)]
+        return one(fitting)
+    if name in GENERIC_NAMES and cc is not None and sms is not None:
+        vendor = "amd" if name.startswith("amd") else "nvidia" if name.startswith("nvidia") else None
+        gen = [
+            r
+            for r in PEAK_ROWS
+            if r.get("generic")
+            and (vendor is None or r["vendor"] == vendor)
+            and r.get("sms") == sms
+            and list(r.get("compute") or []) == cc
+            and fits(r)
+        ]
+        return one(gen)
+    return None
+
+
+def p16_of(row):
+    """The 16-bit Tensor Core peak AMP runs at: bf16, else fp16 (the docstring's P16)."""
+    return row.get("bf16_tc") if row.get("bf16_tc") is not None else row.get("fp16_tc")
+
+
+def device_ratios(props, dev):
+    """(r, r32, peak row, name) of the primary device (docstring, "Cost models of two fixes"): r = P16 / FP32
+    and r32 = P16 / TF32 from its peaks.toml row; without a row (or P16 / FP32), r is the first
+    TENSOR_CORE_PEAK_RATIO key that is a substring of the name, else the table's smallest (S14); r32 = 1 without
+    a row or a TF32 rate. Both at least 1."""
+    prop = None
     for p in props or []:
         if str(p.get("id")) == str(dev):
-            name = p.get("name")
+            prop = p
             break
-    if name is None and props:
-        name = props[0].get("name")  # ROCm numbers devices differently from its properties (S14)
-    for key, r in TENSOR_CORE_PEAK_RATIO:
-        if name and key in name:
-            return r, name
-    return min(r for _, r in TENSOR_CORE_PEAK_RATIO), name
+    if prop is None and props:
+        prop = props[0]  # ROCm numbers devices differently from its properties (S14)
+    name = prop.get("name") if prop else None
+    row = match_peak(prop) if prop else None
+    r = r32 = None
+    if row is not None:
+        p16 = p16_of(row)
+        if p16 is not None and row.get("fp32"):
+            r = max(p16 / row["fp32"], 1.0)
+        if p16 is not None and row.get("tf32_tc"):
+            r32 = max(p16 / row["tf32_tc"], 1.0)
+    if r is None:
+        r = next((v for key, v in TENSOR_CORE_PEAK_RATIO if name and key in name), None)
+        if r is None:
+            r = min(v for _, v in TENSOR_CORE_PEAK_RATIO)
+    return r, (r32 if r32 is not None else 1.0), row, name
+
+
+DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64"}
+
+
+def bmm_flops(op):
+    """(FLOPs, dtype) of a batched-matmul op event from its recorded args (docs/op-models.md: 2*b*m*n*k for
+    bmm [b,m,k]@[b,k,n]; baddbmm adds b*m*n unless beta = 0), or None without shapes."""
+    args = op.get("args") or {}
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return None
+    first = 1 if op["name"] == "aten::baddbmm" else 0
+    if len(dims) < first + 2 or len(types) < first + 2:
+        return None
+    a, b = dims[first], dims[first + 1]
+    if len(a) != 3 or len(b) != 3 or a[0] != b[0] or a[2] != b[1]:
+        return None
+    bb, m, k, n = a[0], a[1], a[2], b[2]
+    flops = 2 * bb * m * n * k
+    if first:
+        conc = args.get("Concrete Inputs") or []
+        beta = conc[3] if len(conc) > 3 else ""
+        if beta not in ("0", "0.0"):
+            flops += bb * m * n
+    dt = {DTYPES.get(types[first]), DTYPES.get(types[first + 1])}
+    dtype = "fp16" if "fp16" in dt else "bf16" if "bf16" in dt else next(iter(dt)) if len(dt) == 1 else None
+    return flops, dtype
+
+
+def fused_factor(evs, row):
+    """The share s of the eager_attention class a fused kernel keeps (docstring, "Cost models of two fixes"):
+    min(1, T_fused / T_replaced), T_fused = F / (FLASH_ATTENTION_PEAK_SHARE * P16(dtype)); F over the distinct
+    batched-matmul op calls that launched kernels of the class; FUSED_ATTENTION_FACTOR without shapes, with
+    several or non-16-bit dtypes, or without a peak row. Returns (s, F, T_fused µs, T_replaced µs)."""
+    cls_evs = [ev for ev in evs if ev.get("eager_attention")]
+    replaced = sum(ev["d"] for ev in cls_evs)
+    if not cls_evs or replaced <= 0:
+        return FUSED_ATTENTION_FACTOR, None, None, replaced
+    ops = {}
+    for ev in cls_evs:
+        if ev["bmm"]:
+            if ev["inner_op"] is None:
+                return FUSED_ATTENTION_FACTOR, None, None, replaced
+            ops[id(ev["inner_op"])] = ev["inner_op"]
+    costs = [bmm_flops(o) for o in ops.values()]
+    if not costs or any(c is None for c in costs):
+        return FUSED_ATTENTION_FACTOR, None, None, replaced
+    dtypes = {c[1] for c in costs}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in ("fp16", "bf16") or row is None:
+        return FUSED_ATTENTION_FACTOR, None, None, replaced
+    peak = row.get(f"{next(iter(dtypes))}_tc")
+    if not peak:
+        return FUSED_ATTENTION_FACTOR, None, None, replaced
+    flops = sum(c[0] for c in costs)
+    t_fused = flops / (FLASH_ATTENTION_PEAK_SHARE * peak * 1e12) * 1e6
+    return min(t_fused / replaced, 1.0), flops, t_fused, replaced
 
 
 def load_props(path):
@@ -484,26 +651,44 @@ def build(path, cls):
                 kern = ev["cat"] in KERNEL_CATS
                 ev["kernel"] = kern
                 ev["comm"] = kern and cls["is_comm"](ev["name"])
-                ev["tc"] = False
-                ev["softmax"] = ev["bmm"] = False
+                ev["tc"] = ev["tf32"] = False
+                ev["softmax"] = ev["bmm"] = ev["fused"] = ev["scale"] = False
+                ev["inner_op"] = None
                 if not kern:
                     continue
                 rid = id(ev["rt"])
                 if rid not in cache:
                     op = innermost_op(ev["rt"])
-                    cache[rid] = (enclosing(ev["rt"]), op["name"] if op is not None else None)
-                op_names, inner = cache[rid]
-                ev["tc"] = cls["eligible"](ev["name"], op_names) and not cls["is_tc"](ev["name"])
+                    cache[rid] = (enclosing(ev["rt"]), op["name"] if op is not None else None, op)
+                op_names, inner, inner_op = cache[rid]
+                ev["inner_op"] = inner_op
+                eligible = cls["eligible"](ev["name"], op_names)
+                ev["tc"] = eligible and not cls["is_tc"](ev["name"])
+                # an eligible Tensor Core kernel whose name says TF32 (docstring, "Cost models of two fixes")
+                ev["tf32"] = eligible and cls["is_tc"](ev["name"]) and bool(TF32_KERNEL.search(ev["name"]))
                 in_step = any(s <= ev["s_obs"] < e for s, e in complete_wins)
+                ev["in_step"] = in_step
                 if in_step:  # attention_kernels: the kernels of the complete step windows (S18)
-                    ev["softmax"], ev["bmm"] = cls["attention"](ev["name"], inner)
+                    ev["softmax"], ev["bmm"], ev["fused"] = cls["attention"](ev["name"], inner)
                     has_soft |= ev["softmax"]
                     has_bmm |= ev["bmm"]
     eager = has_soft and has_bmm  # eager attention: 0 unless the steps hold both kinds (S18)
-    for st in steps:
-        for a in st.anchors:
-            for ev in a["events"]:
-                ev["eager_attention"] = eager and (ev["softmax"] or ev["bmm"])
+
+    # score-scaling kernels (attention module docstring): launched by aten::mul/div(_), not softmax, bmm or fused,
+    # whose op's first input has the recorded dims of the first input of a softmax op that launched a softmax
+    # kernel in the steps
+    def first_dims(op):
+        dims = ((op or {}).get("args") or {}).get("Input Dims")
+        return tuple(dims[0]) if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0] else None
+
+    all_evs = [ev for st in steps for a in st.anchors for ev in a["events"]]
+    scores = {first_dims(ev["inner_op"]) for ev in all_evs if ev["softmax"] and ev["inner_op"] is not None}
+    scores.discard(None)
+    for ev in all_evs:
+        if ev.get("in_step") and not (ev["softmax"] or ev["bmm"] or ev["fused"]) and ev["inner_op"] is not None:
+            ev["scale"] = bool(SCALE_OPS.match(ev["inner_op"]["name"])) and first_dims(ev["inner_op"]) in scores
+        # the class a fused kernel replaces: eager attention plus the score scaling, none without eager attention
+        ev["eager_attention"] = eager and (ev["softmax"] or ev["bmm"] or ev["scale"])
 
     # the critical-path regions in precedence, as cumulative unions (S21)
     path_unions, acc = [], []
@@ -615,6 +800,7 @@ def replay(model, w, path=False):
     fw = factor_weight(regions, w["cpu_scale"])
     f = w["cpu_factor"]
     r = w["tensor_core_ratio"]
+    r32 = w["tf32_ratio"]
     gs = w["gpu_scale"]
 
     def kept(span):
@@ -631,6 +817,8 @@ def replay(model, w, path=False):
                 lat = 0.0
         if r != 1.0 and ev["kernel"] and ev["tc"]:
             d /= r  # S19: a kernel both scaled and Tensor-Core-eligible takes both
+        if r32 != 1.0 and ev["kernel"] and ev["tf32"]:
+            d /= r32  # the same for a TF32 Tensor Core kernel
         return d, lat
 
     E = ready = steps[0].ws
@@ -752,9 +940,11 @@ def derive(path, cls):
     if model is None:
         return None
     props = load_props(path)
-    ratio, dev_name = device_ratio(props, model["dev"])
+    ratio, ratio32, row, dev_name = device_ratios(props, model["dev"])
     steps, kept = model["steps"], model["kept"]
-    fx = fixes(ratio)
+    evs_all = [ev for st in steps for a in st.anchors for ev in a["events"]]
+    fused, fused_flops, fused_us, replaced_us = fused_factor(evs_all, row)
+    fx = fixes(ratio, ratio32, fused)
     comb = whatif()
     for n in COMBINED:
         comb = combine(comb, fx[n])
@@ -786,12 +976,21 @@ def derive(path, cls):
         cp = {c: mean_ms([path_per_step[i][c] for i in ok]) for c in PATH_CAUSES}
         total = sum(cp.values())
         n_complete = kept
-        tck = sum(  # eligible non-Tensor-Core kernels launched by the complete steps' anchors (S23)
-            ev["d"] * (1 - 1 / ratio)
-            for st in steps[:kept]
-            for a in st.anchors
-            for ev in a["events"]
-            if ev["kernel"] and ev["tc"]
+        tck = (
+            sum(  # eligible non-Tensor-Core kernels launched by the complete steps' anchors (S23)
+                ev["d"] * (1 - 1 / ratio)
+                for st in steps[:kept]
+                for a in st.anchors
+                for ev in a["events"]
+                if ev["kernel"] and ev["tc"]
+            )
+            + sum(  # and the eligible TF32 Tensor Core kernels (tensor_core_kernel_saving_ms docstring)
+                ev["d"] * (1 - 1 / ratio32)
+                for st in steps[:kept]
+                for a in st.anchors
+                for ev in a["events"]
+                if ev["kernel"] and ev["tf32"]
+            )
         )
         signals = {
             "replay_error_ms": r3(mean_ms([abs(per["baseline"][i] - observed[i]) for i in ok])),
@@ -814,13 +1013,21 @@ def derive(path, cls):
             "tensor_core_ratio": wi["tensor_core_ratio"],
             "no_wait": sorted(wi["no_wait"]),
             "gpu_scale": dict(sorted(wi["gpu_scale"].items())),
+            "tf32_ratio": wi["tf32_ratio"],
         }
 
-    evs_all = [ev for st in steps for a in st.anchors for ev in a["events"]]
     return {
         "device": model["device"],
         "device_name": dev_name,
+        "peak_row": row["id"] if row else None,
         "tensor_core_ratio": round(ratio, 6),
+        "tf32_ratio": round(ratio32, 6),
+        "fused_attention": {
+            "factor": round(fused, 6),
+            "gflop": None if fused_flops is None else round(fused_flops / 1e9, 3),
+            "fused_ms": None if fused_us is None else round(fused_us / 1e3, 3),
+            "replaced_ms": round(replaced_us / 1e3, 3),
+        },
         "contention_factor": CONTENTION_MAX,
         "steps": [st.number for st in steps],
         "complete_steps": kept,
@@ -841,6 +1048,8 @@ def derive(path, cls):
             "events_with_producer": sum(bool(ev["producers"]) for ev in evs_all),
             "gpu_class_events": {k: sum(bool(ev[k]) for ev in evs_all) for k in GPU_CLASSES},
             "tensor_core_candidate_kernels": sum(bool(ev["tc"]) for ev in evs_all),
+            "tf32_kernels": sum(bool(ev["tf32"]) for ev in evs_all),
+            "score_scaling_kernels": sum(bool(ev["scale"]) for ev in evs_all),
             # launch anchors whose call starts before p_i (an earlier anchor of the step ends after it starts), and
             # the call time they lose to that overlap, per step (S25)
             "overlapping_launch_anchors_per_step": [

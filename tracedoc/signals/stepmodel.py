@@ -120,6 +120,29 @@ GPU classes (:data:`GPU_CLASSES`) scale GPU events the same way. A region with
 factor ``s`` keeps ``s`` of the CPU time inside it: ``removed(a, b)`` is the integral over
 ``[a, b)`` of ``1 - s(t)``, ``s(t)`` the smallest factor of the regions covering ``t`` (1
 outside them).
+
+**Cost models of two fixes.** ``tensor_cores`` (AMP) divides each eligible kernel that is not a
+Tensor Core kernel by ``r = P16 / FP32`` (:func:`tensor_core_ratio`) and each eligible Tensor
+Core kernel whose name says TF32 (:data:`tracedoc.signals.tensor_core.TF32_KERNEL`) by ``r32 =
+P16 / TF32`` (:func:`tf32_tensor_core_ratio`), where ``P16`` is the primary device's dense bf16
+Tensor Core peak (fp16 where the device has no bf16), ``FP32`` its FP32 vector peak and ``TF32``
+its TF32 Tensor Core peak, all from the row :func:`tracedoc.perf.peaks.match_device` finds for
+the device (``tracedoc/perf/peaks.toml``, vendor datasheets); a kernel in both classes is not
+possible (one is Tensor Core, the other not). A device without a row (or a row without ``P16``
+or ``FP32``) takes ``r`` from :data:`TENSOR_CORE_PEAK_RATIO`, the first family whose name is in
+the device name, else its smallest ratio; without a row or a ``TF32`` rate ``r32 = 1``. Each
+ratio is at least 1. ``fused_attention`` keeps the share ``s``
+(:func:`tracedoc.signals.attention.fused_attention_factor`) of every event of the
+``eager_attention`` class (the softmax, batched-matmul and score-scaling kernels of eager
+attention in the complete step windows; :func:`tracedoc.signals.attention.replaced_by_fused_mask`):
+``s = min(1, T_fused / T_replaced)``, where ``T_replaced`` is the summed duration of the class's
+kernels and ``T_fused = F / (0.35 * P16(dtype))`` is the fused kernel's time: ``F`` the summed
+FLOPs of the distinct batched-matmul op calls that launched kernels of the class (``2 * b * m * n
+* k``, plus ``b * m * n`` for ``baddbmm`` unless ``beta = 0``: docs/op-models.md; that is ``4 * B *
+H * Lq * Lk * D`` per attention, never halved), at :data:`tracedoc.signals.attention.FLASH_ATTENTION_PEAK_SHARE` of the dense Tensor Core
+peak of their dtype (fp16 or bf16); :data:`FUSED_ATTENTION_FACTOR` where any of those calls lacks
+recorded shapes, their dtypes are not one 16-bit dtype, or the device has no row
+(:mod:`tracedoc.signals.attention`, module docstring).
 """
 
 from __future__ import annotations
@@ -129,22 +152,25 @@ from typing import Callable
 
 import numpy as np
 
+from tracedoc.signals.attention import FUSED_ATTENTION_FACTOR  # re-exported: the fused_attention fallback
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.cpumodel import CPU_FIXES, cpu_model_error_ms, cpu_replay_saving_ms
 from tracedoc.signals.intervals import covered_length, merge, subtract
 from tracedoc.signals.steps import complete_mask, dataloader_mask, gpu_events, step_windows
 from tracedoc.signals.strings import on_threads
 
-#: Dense peak ratio of 16-bit Tensor Core (matrix core) throughput to FP32 (vector) throughput,
-#: by device family, matched on the device name (first match wins). Sources, vendor datasheets:
-#: V100 SXM2 125 / 15.7 TFLOPS (NVIDIA Tesla V100 datasheet); A100 312 / 19.5 (NVIDIA A100
-#: datasheet, FP16/BF16 Tensor Core dense); H100 SXM 989.4 / 67 (NVIDIA H100 datasheet, BF16
-#: dense = half the sparse 1,979); MI250 362.1 / 45.3 (AMD Instinct MI250 datasheet, FP16
-#: matrix / FP32 vector); MI300X 1,307.4 / 163.4 (AMD Instinct MI300X datasheet, FP16 dense).
+#: Fallback only, for a device the peak table (:mod:`tracedoc.perf.peaks`, ``peaks.toml``) does not
+#: match: dense peak ratio of 16-bit Tensor Core (matrix core) throughput to FP32 (vector)
+#: throughput, by device family, matched on the device name (first match wins). Sources, vendor
+#: datasheets: V100 SXM2 125 / 15.7 TFLOPS (NVIDIA Tesla V100 datasheet); A100 312 / 19.5 (NVIDIA
+#: A100 datasheet, FP16/BF16 Tensor Core dense); H100 SXM 989.5 / 67 (NVIDIA H100 datasheet, BF16
+#: dense = half the sparse 1,979, as ``peaks.toml`` holds it); MI250 362.1 / 45.3 (AMD Instinct
+#: MI250 datasheet, FP16 matrix / FP32 vector); MI300X 1,307.4 / 163.4 (AMD Instinct MI300X
+#: datasheet, FP16 dense). Every GPU fixture's device is in the peak table, so none uses it.
 TENSOR_CORE_PEAK_RATIO: tuple[tuple[str, float], ...] = (
     ("V100", 125.0 / 15.7),
     ("A100", 312.0 / 19.5),
-    ("H100", 989.4 / 67.0),
+    ("H100", 989.5 / 67.0),
     ("MI250", 362.1 / 45.3),
     ("MI300", 1307.4 / 163.4),
 )
@@ -164,13 +190,10 @@ REGIONS = ("startup", "dataloader", "optimizer_step", "zero_grad", "launching_op
 WAIT_CLASSES = ("sync", "pageable_copy")
 #: GPU-event classes a transformation can scale: ``comm`` (communication kernels),
 #: ``zero_grad`` (events launched from inside ``zero_grad`` spans), ``eager_attention`` (the
-#: softmax and batched-matmul kernels of eager attention, :mod:`tracedoc.signals.attention`).
+#: kernels a fused attention kernel replaces: the softmax and batched-matmul kernels of eager
+#: attention and the score-scaling kernels, :func:`tracedoc.signals.attention.replaced_by_fused_mask`).
 GPU_CLASSES = ("comm", "zero_grad", "eager_attention")
 
-#: Share of eager attention's kernel time a fused kernel keeps: FlashAttention (Dao et al.,
-#: "FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness", NeurIPS 2022)
-#: measures 2-4x over PyTorch's standard attention on an A100; 2x, the low end.
-FUSED_ATTENTION_FACTOR = 0.5
 #: Two replayed times closer than this (µs) are a tie (float rounding of rebased timestamps).
 TIE_US = 1e-3
 #: Causes on the critical path (module docstring): host side, then device side.
@@ -190,6 +213,8 @@ class WhatIf:
             tails, time between steps; not the calls themselves).
         tensor_core_ratio: divide the duration of eligible kernels that do not use Tensor
             Cores by this ratio (1.0: unchanged).
+        tf32_ratio: divide the duration of eligible Tensor Core kernels that run in TF32
+            (:func:`tracedoc.signals.tensor_core.tf32_kernel_mask`) by this ratio (1.0: unchanged).
         no_wait: blocking-anchor classes (:data:`WAIT_CLASSES`) made non-blocking: such an
             anchor takes no CPU time and waits for nothing; its GPU events stay.
         gpu_scale: ``(class, factor)`` pairs over :data:`GPU_CLASSES`: an event of the class
@@ -202,6 +227,7 @@ class WhatIf:
     tensor_core_ratio: float = 1.0
     no_wait: frozenset[str] = field(default_factory=frozenset)
     gpu_scale: tuple[tuple[str, float], ...] = ()
+    tf32_ratio: float = 1.0
 
     def __post_init__(self) -> None:
         bad = [r for r, _ in self.cpu_scale if r not in REGIONS]
@@ -212,13 +238,15 @@ class WhatIf:
         if (
             self.cpu_factor < 1.0
             or self.tensor_core_ratio < 1.0
+            or self.tf32_ratio < 1.0
             or any(not 0 <= s <= 1 for _, s in (*self.cpu_scale, *self.gpu_scale))
         ):
-            raise ValueError("cpu_factor and tensor_core_ratio are >= 1, region factors in [0, 1]")
+            raise ValueError("cpu_factor, tensor_core_ratio and tf32_ratio are >= 1, region factors in [0, 1]")
 
     def combine(self, other: WhatIf) -> WhatIf:
         """Both transformations at once: a region or GPU class keeps the smaller factor, the
-        larger ``cpu_factor`` and ``tensor_core_ratio`` apply, the ``no_wait`` sets unite."""
+        larger ``cpu_factor``, ``tensor_core_ratio`` and ``tf32_ratio`` apply, the ``no_wait`` sets
+        unite."""
 
         def smaller(
             a: tuple[tuple[str, float], ...], b: tuple[tuple[str, float], ...]
@@ -234,6 +262,7 @@ class WhatIf:
             max(self.tensor_core_ratio, other.tensor_core_ratio),
             self.no_wait | other.no_wait,
             smaller(self.gpu_scale, other.gpu_scale),
+            max(self.tf32_ratio, other.tf32_ratio),
         )
 
     @property
@@ -246,6 +275,7 @@ class WhatIf:
                 self.tensor_core_ratio,
                 tuple(sorted(self.no_wait)),
                 tuple(sorted(self.gpu_scale)),
+                self.tf32_ratio,
             )
         )
 
@@ -267,16 +297,60 @@ def dataloader_contention(ctx: SignalContext) -> float:
     return max(1.0, 2.0 / max(int(cores), 1))
 
 
+def _sixteen_bit_peak(peak) -> float | None:
+    """The 16-bit Tensor Core (matrix core) dense peak AMP runs at: bf16 where the device has it
+    (AMP's dtype on Ampere and later, MI200 and later), else fp16 (Volta, Turing: TD301's fix)."""
+    return peak.bf16_tc if peak.bf16_tc is not None else peak.fp16_tc
+
+
 def tensor_core_ratio(ctx: SignalContext) -> float:
-    """The primary device's Tensor Core to FP32 peak ratio (:data:`TENSOR_CORE_PEAK_RATIO`);
-    a device not in the table (ROCm traces often name it only "AMD Radeon Graphics") gets the
-    table's smallest ratio, the least the replay can assume."""
+    """The speed-up AMP gives an eligible kernel that runs on the CUDA cores (vector units) in fp32:
+    the primary device's 16-bit Tensor Core peak (``bf16_tc``, else ``fp16_tc``) over its FP32
+    vector peak (``fp32``), both dense, from the peak table
+    (:func:`tracedoc.signals.opview.device_peak`, :func:`tracedoc.perf.peaks.match_device`;
+    vendor datasheets, ``tracedoc/perf/peaks.toml``). A device the table does not match (or whose
+    row lacks either rate) falls back to :data:`TENSOR_CORE_PEAK_RATIO` by name, and a name not
+    there either to that table's smallest ratio, the least the replay can assume."""
+    from tracedoc.signals.opview import device_peak
+
+    peak = device_peak(ctx)
+    if peak is not None:
+        p16 = _sixteen_bit_peak(peak)
+        if p16 is not None and peak.fp32:
+            return max(p16 / peak.fp32, 1.0)
     dev = ctx.device
     name = (dev.name or "") if dev is not None else ""
     for family, ratio in TENSOR_CORE_PEAK_RATIO:
         if family.lower() in name.lower():
             return ratio
     return min(r for _, r in TENSOR_CORE_PEAK_RATIO)
+
+
+def tf32_tensor_core_ratio(ctx: SignalContext) -> float:
+    """The speed-up AMP gives an eligible kernel that already runs on Tensor Cores in TF32 (cuDNN
+    allows TF32 for fp32 convolutions by default on Ampere and later: PyTorch docs,
+    "TensorFloat-32 (TF32) on Ampere (and later) devices"): the 16-bit Tensor Core peak over the
+    TF32 one (``tf32_tc``), from the peak table as :func:`tensor_core_ratio` reads it (2.0 on an
+    A100, 312 / 156, and an H100 SXM, 989.5 / 494.5). 1.0 (no speed-up assumed) where the table
+    does not match the device or its row has no TF32 rate."""
+    from tracedoc.signals.opview import device_peak
+
+    peak = device_peak(ctx)
+    if peak is None or peak.tf32_tc is None:
+        return 1.0
+    p16 = _sixteen_bit_peak(peak)
+    return max(p16 / peak.tf32_tc, 1.0) if p16 is not None and peak.tf32_tc > 0 else 1.0
+
+
+def _fused_factor(ctx: SignalContext) -> float:
+    """:func:`tracedoc.signals.attention.fused_attention_factor`, or :data:`FUSED_ATTENTION_FACTOR`
+    where it is unavailable (no kernel time in the steps: the class is empty, the factor moot)."""
+    from tracedoc.signals.attention import fused_attention_factor
+
+    try:
+        return float(fused_attention_factor(ctx))
+    except SignalUnavailable:
+        return FUSED_ATTENTION_FACTOR
 
 
 @dataclass(frozen=True)
@@ -304,9 +378,10 @@ FIXES: dict[str, FixReplay] = {
         ),
         FixReplay(
             "tensor_cores",
-            "eligible non-Tensor-Core kernels divided by the device's Tensor Core to FP32 peak "
-            "ratio (an upper bound for AMP)",
-            lambda ctx: WhatIf(tensor_core_ratio=tensor_core_ratio(ctx)),
+            "eligible non-Tensor-Core kernels divided by the device's 16-bit Tensor Core to FP32 peak "
+            "ratio, and TF32 Tensor Core kernels by its 16-bit to TF32 peak ratio (the peak table; an "
+            "upper bound for AMP)",
+            lambda ctx: WhatIf(tensor_core_ratio=tensor_core_ratio(ctx), tf32_ratio=tf32_tensor_core_ratio(ctx)),
         ),
         FixReplay(
             "launch_collapse",
@@ -347,9 +422,11 @@ FIXES: dict[str, FixReplay] = {
         ),
         FixReplay(
             "fused_attention",
-            f"eager attention's softmax and batched-matmul kernels kept at {FUSED_ATTENTION_FACTOR} of their "
-            "time (a fused attention kernel)",
-            lambda ctx: WhatIf(gpu_scale=(("eager_attention", FUSED_ATTENTION_FACTOR),)),
+            "eager attention's softmax, batched-matmul and score-scaling kernels kept at the share of their "
+            "time a fused attention kernel takes (fused_attention_factor: its FLOPs at FlashAttention's "
+            f"achievable share of the 16-bit Tensor Core peak; {FUSED_ATTENTION_FACTOR} where shapes or the "
+            "peak are unknown)",
+            lambda ctx: WhatIf(gpu_scale=(("eager_attention", _fused_factor(ctx)),)),
         ),
         FixReplay(
             "host_work_offloaded",
@@ -382,6 +459,7 @@ class _Schedule:
     ev_dur: np.ndarray
     ev_end: np.ndarray  # observed end
     ev_tc_slow: np.ndarray  # eligible and not a Tensor Core kernel
+    ev_tf32: np.ndarray  # eligible, a Tensor Core kernel, in TF32
     ev_zero_grad: np.ndarray  # launched from inside a zero_grad span
     ev_attention: np.ndarray  # an eager attention kernel
     ev_dep: np.ndarray  # producer row (-1: none)
@@ -491,6 +569,10 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         ko = kernel_ops(ctx)
         nk = len(ko)
         tc_slow[:nk] = ko["eligible"].to_numpy() & ~ko["tensor_core"].to_numpy()  # kernels come first
+        from tracedoc.signals.tensor_core import tf32_kernel_mask
+
+        tf32 = np.zeros(len(g_all), dtype=bool)
+        tf32[:nk] = ko["eligible"].to_numpy() & ko["tensor_core"].to_numpy() & tf32_kernel_mask(ctx)
         kinds = g_all["kind"].to_numpy(dtype=object)
         ev_kind = np.where(kinds == "kernel", 0, 2)
         is_kernel = kinds == "kernel"
@@ -531,10 +613,10 @@ def _schedule(ctx: SignalContext) -> _Schedule:
                 zero[rows[ev_ptr[i] : ev_ptr[i + 1]]] = True
         attention = np.zeros(len(g_all), dtype=bool)
         try:
-            from tracedoc.signals.attention import _eager_mask, attention_kernels
+            from tracedoc.signals.attention import attention_kernels, replaced_by_fused_mask
 
             ak = attention_kernels(ctx)
-            attention[ak.index.to_numpy()[_eager_mask(ak)]] = True  # kernel rows come first in gpu_events
+            attention[ak.index.to_numpy()[replaced_by_fused_mask(ak)]] = True  # kernel rows come first in gpu_events
         except SignalUnavailable:
             pass
         others = list(regions.values())
@@ -554,6 +636,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             ge - gs,
             ge,
             tc_slow,
+            tf32,
             zero,
             attention,
             dep,
@@ -652,6 +735,7 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
     if "pageable_copy" in what.no_wait:
         waitless |= sch.a_class == 2
     dur = np.where(sch.ev_tc_slow, sch.ev_dur / what.tensor_core_ratio, sch.ev_dur)
+    dur = np.where(sch.ev_tf32, dur / what.tf32_ratio, dur)
     lat = sch.ev_lat.copy()
     factor = np.ones(dur.size)
     for cls_, s_ in what.gpu_scale:
@@ -934,7 +1018,9 @@ def tensor_core_replay_saving_ms(ctx: SignalContext) -> float:
 def tensor_core_kernel_saving_ms(ctx: SignalContext) -> float:
     """The kernel time the ``tensor_cores`` fix removes, per complete step, ms: the sum over
     eligible kernels that do not use Tensor Cores, launched from a complete step, of
-    ``d * (1 - 1/r)`` (:func:`tensor_core_ratio`), divided by the number of complete steps. The
+    ``d * (1 - 1/r)`` (:func:`tensor_core_ratio`), plus the sum over eligible TF32 Tensor Core
+    kernels launched from a complete step of ``d * (1 - 1/r32)`` (:func:`tf32_tensor_core_ratio`),
+    divided by the number of complete steps. The
     slice-style upper bound beside :func:`tensor_core_replay_saving_ms`: what AMP saves if every
     such kernel were on the critical path.
 
@@ -948,8 +1034,9 @@ def tensor_core_kernel_saving_ms(ctx: SignalContext) -> float:
     a_ok = (sch.a_step >= 0) & complete[np.maximum(sch.a_step, 0)]
     counts = np.diff(sch.ev_ptr)
     rows = sch.ev_rows[np.repeat(a_ok, counts)]
-    r = tensor_core_ratio(ctx)
+    r, r32 = tensor_core_ratio(ctx), tf32_tensor_core_ratio(ctx)
     removed = float(sch.ev_dur[rows][sch.ev_tc_slow[rows]].sum()) * (1.0 - 1.0 / r)
+    removed += float(sch.ev_dur[rows][sch.ev_tf32[rows]].sum()) * (1.0 - 1.0 / r32)
     return removed / int(complete.sum()) / 1000.0
 
 

@@ -21,6 +21,7 @@ from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.gpu import kernels_in_windows_mask
 from tracedoc.signals.intervals import overlap_per_window
 from tracedoc.signals.steps import complete_mask, step_windows
+from tracedoc.signals.strings import cached_name_mask
 
 #: First NVIDIA compute capability with Tensor Cores (Volta, sm_70).
 #: Source: NVIDIA Volta architecture whitepaper (2017).
@@ -37,6 +38,20 @@ AMD_MATRIX_CORE_MIN_CC = (9, 4)
 #: MI60, Radeon VII) and CDNA1/2 (gfx908: 120 CUs; gfx90a: 104 or 110 CUs per GCD). More
 #: than this many compute units on a 9.0 device means CDNA (whitepapers above).
 AMD_VEGA_MAX_CUS = 64
+
+
+#: A kernel that computes in TF32 on Tensor Cores, by name: the ``tf32`` data-type token of cuDNN,
+#: cuBLAS and CUTLASS kernel names (``sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_...``,
+#: ``cutlass_tensorop_s1688dgrad_optimized_tf32_...`` in this project's H100 recordings,
+#: ``fixtures/h100_resnet18_*``). The ``s1688`` instruction token alone does not say TF32: it names
+#: the fp32 accumulator of the m16n8k8 MMA, which 16-bit kernels use too
+#: (``cutlass_75_tensorop_bf16_s1688gemm_bf16_...`` in ``fixtures/h100_timesformer_inference``).
+TF32_KERNEL = re.compile(r"tf32", re.IGNORECASE)
+
+
+def tf32_kernel_mask(ctx: SignalContext) -> np.ndarray:
+    """Per row of ``trace.kernels``: the kernel's name says it computes in TF32 (:data:`TF32_KERNEL`)."""
+    return cached_name_mask(ctx, "kernels", "tf32_kernel", TF32_KERNEL.search)
 
 
 def _primary_kernel_mask(ctx: SignalContext) -> np.ndarray:
