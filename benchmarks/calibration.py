@@ -177,7 +177,7 @@ WALKTHROUGH: tuple[tuple[str, str | None], ...] = (
     ("amp", "TD301"),
     ("batch", "TD201"),
     ("uint8", "TD103"),
-    ("channels_last", None),
+    ("channels_last", "TD320"),
     ("compile", "TD201"),
 )
 WALK_RUNS = ROOT / "fixtures" / "gpu_runs" / "h100_walkthrough"
