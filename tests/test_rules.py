@@ -74,6 +74,9 @@ def test_the_public_rules():
         "cpu-oversubscription": "TD501",
         "cpu-dispatch-overhead": "TD502",
         "cpu-fp32-matmul-bf16-capable": "TD503",
+        "memory-bound-elementwise": "TD204",
+        "gemm-below-peak": "TD302",
+        "layout-transposes": "TD320",
     }
     safety = {r.name: r.fix.safety for r in RULES}
     assert safety["dataloader-stall"] == safety["pageable-h2d-copy"] == safety["h2d-copy-share"] == "safe"
