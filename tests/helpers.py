@@ -86,3 +86,28 @@ def terminal_console(width: int, colour: bool) -> tuple[Any, io.StringIO]:
         highlight=False,
     )
     return console, buf
+
+
+def chromium() -> str:
+    """The headless browser the page tests use (Debian's chromium; `make test` installs it)."""
+    import shutil
+
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert exe, "chromium is missing: `make test` installs it (apt-get install chromium)"
+    return exe
+
+
+def headless_chromium_args(exe: str, profile: Any) -> list[str]:
+    """The headless Chromium command line the page tests start with (no sandbox, no GPU, no
+    first-run or background traffic, a fresh profile folder); the caller adds its own flags."""
+    return [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+    ]

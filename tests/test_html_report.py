@@ -10,15 +10,15 @@ import gzip
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import real_trace
+from helpers import chromium, headless_chromium_args
 from test_escaping import check_figures, check_html
-from tracebuilder import TraceBuilder, dataloader_bound
+from tracebuilder import dataloader_bound, write_comm_ranks
 
 import tracedoc
 from tracedoc.ranks import analyze_directory
@@ -68,12 +68,6 @@ def test_the_page_is_under_half_its_old_size_and_embeds_plotly_whole(w0_page):
     check_html(w0_page)  # only tracedoc's tags; one script per chart and the loader
 
 
-def chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert exe, "chromium is missing: `make test` installs it (apt-get install chromium)"
-    return exe
-
-
 def offline_chromium(page: Path, tmp_path: Path) -> tuple[str, list[str], list[str]]:
     """Load ``page`` in headless Chromium with every host unresolvable and a proxy that refuses
     (no request can succeed), recording the network log. Returns the DOM after the scripts ran,
@@ -82,15 +76,7 @@ def offline_chromium(page: Path, tmp_path: Path) -> tuple[str, list[str], list[s
     log = tmp_path / "net.json"
     r = subprocess.run(
         [
-            chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={tmp_path / 'profile'}",
+            *headless_chromium_args(chromium(), tmp_path / "profile"),
             "--proxy-server=socks5://127.0.0.1:9",
             "--host-resolver-rules=MAP * ~NOTFOUND",
             f"--log-net-log={log}",
@@ -206,32 +192,12 @@ def test_palette_colours_stay_distinct_in_a_chart_while_they_last():
 # -- 1. the cross-rank summary of a rank folder ----------------------------------------------------
 
 
-def _comm_rank(rank: int, durs: dict[str, list[float]]) -> dict:
-    """Two steps of 1 ms; one AllReduce and one AllGather kernel each, of the given durations."""
-    b = TraceBuilder()
-    for s in range(2):
-        t0 = s * 1000.0
-        b.step(s + 1, t0, 1000.0).op("aten::mm", t0 + 10, 50)
-        b.kernel("sgemm_kernel", t0 + 10, t0 + 20, 200)
-        b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 300, t0 + 300, durs["AllReduce"][s])
-        b.kernel("ncclDevKernel_AllGather_RING_LL", t0 + 600, t0 + 600, durs["AllGather"][s])
-    d = b.doc()
-    d["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 3}
-    return d
-
-
 def comm_ranks(tmp_path: Path) -> Path:
     """Three ranks; rank 2 makes the others wait at both collectives of step 1 (the hand count
     of tests/test_ranks.py: straggler rank 2, 0.2 ms caused in all)."""
     d = tmp_path / "comm"
     d.mkdir(exist_ok=True)
-    durs = {
-        0: {"AllReduce": [150.0, 50.0], "AllGather": [130.0, 30.0]},
-        1: {"AllReduce": [150.0, 90.0], "AllGather": [130.0, 30.0]},
-        2: {"AllReduce": [50.0, 110.0], "AllGather": [30.0, 30.0]},
-    }
-    for r, dd in durs.items():
-        (d / f"r{r}.json").write_text(json.dumps(_comm_rank(r, dd)))
+    write_comm_ranks(d)
     return d
 
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 from conftest import FIXTURES
-from tracebuilder import TraceBuilder, budget_rule_toml, dataloader_bound
+from tracebuilder import TraceBuilder, budget_rule_toml, comm_rank, dataloader_bound, write_comm_ranks
 from typer.testing import CliRunner
 
 from tracedoc.cli import app
@@ -343,30 +343,10 @@ def test_file_url_gzip_ranks_in_worker_processes(tmp_path):
 # -- collectives across ranks: the straggler (issue 8, multi-rank) ------------------------------------
 
 
-def _comm_rank(rank: int, durs: dict[str, list[float]], world: int = 3) -> dict:
-    """Two steps of 1 ms; in each, one AllReduce and one AllGather kernel whose durations are given."""
-    b = TraceBuilder()
-    for s in range(2):
-        t0 = s * 1000.0
-        b.step(s + 1, t0, 1000.0).op("aten::mm", t0 + 10, 50)
-        b.kernel("sgemm_kernel", t0 + 10, t0 + 20, 200)
-        b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 300, t0 + 300, durs["AllReduce"][s])
-        b.kernel("ncclDevKernel_AllGather_RING_LL", t0 + 600, t0 + 600, durs["AllGather"][s])
-    d = b.doc()
-    d["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
-    return d
-
-
 def test_collectives_name_the_straggler_per_collective_and_step(tmp_path):
     # hand-made durations (µs). Step 1: rank 2 is late (the others wait 100); step 2: rank 0 is
     # late at the AllReduce only (others wait 40 and 60).
-    durs = {
-        0: {"AllReduce": [150.0, 50.0], "AllGather": [130.0, 30.0]},
-        1: {"AllReduce": [150.0, 90.0], "AllGather": [130.0, 30.0]},
-        2: {"AllReduce": [50.0, 110.0], "AllGather": [30.0, 30.0]},
-    }
-    for r, dd in durs.items():
-        (tmp_path / f"r{r}.json").write_text(json.dumps(_comm_rank(r, dd)))
+    write_comm_ranks(tmp_path)
     mr = analyze_directory(tmp_path, jobs=1)
     c = mr.summary["collectives"]
     # hand count: AllReduce step 1: rank 2 last, others wait 100, 100 -> lag 100; step 2: rank 0 last,
@@ -389,10 +369,10 @@ def test_collectives_name_the_straggler_per_collective_and_step(tmp_path):
 def test_equal_collectives_have_no_straggler_and_counts_that_differ_are_said(tmp_path):
     same = {"AllReduce": [80.0, 80.0], "AllGather": [40.0, 40.0]}
     for r in range(2):
-        (tmp_path / f"r{r}.json").write_text(json.dumps(_comm_rank(r, same, world=2)))
+        (tmp_path / f"r{r}.json").write_text(json.dumps(comm_rank(r, same, world=2)))
     c = analyze_directory(tmp_path, jobs=1).summary["collectives"]
     assert c["straggler"] is None and c["straggler_lag_ms_total"] == 0.0
-    doc = _comm_rank(1, same, world=2)
+    doc = comm_rank(1, same, world=2)
     doc["traceEvents"] = [e for e in doc["traceEvents"] if "AllGather" not in str(e.get("name"))][:]
     (tmp_path / "r1.json").write_text(json.dumps(doc))
     c = analyze_directory(tmp_path, jobs=1).summary["collectives"]

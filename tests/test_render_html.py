@@ -5,13 +5,13 @@ every finding, with the plots drawn by the embedded plotly.js."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import real_trace
+from helpers import chromium, headless_chromium_args
 
 import tracedoc
 from tracedoc.render.html import HtmlRenderer
@@ -21,22 +21,11 @@ from tracedoc.signals.gpu import KERNEL_CATEGORIES
 WORKERS0 = "v100_resnet50_workers0.pt.trace.json.gz"
 
 
-def chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert exe, "chromium is missing: `make test` installs it (apt-get install chromium)"
-    return exe
-
-
 def open_in_chromium(page: Path, tmp_path: Path) -> tuple[str, list[str]]:
     """Load ``page`` in headless Chromium; return (the DOM after scripts ran, console lines)."""
     r = subprocess.run(
         [
-            chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
+            *headless_chromium_args(chromium(), tmp_path / "profile"),
             "--enable-logging=stderr",
             "--v=0",
             "--virtual-time-budget=5000",

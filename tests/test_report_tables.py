@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES
 from rich.console import Console
-from tracebuilder import TraceBuilder
+from tracebuilder import write_comm_ranks
 
 import tracedoc
 from tracedoc.errors import TraceLoadError
@@ -251,30 +251,9 @@ def test_rank_report_plot_is_step_time_per_rank(job):
     assert fig.layout.title.text == "Step time per rank"
 
 
-def _comm_rank(rank: int, durs: dict[str, list[float]], world: int = 3) -> dict:
-    """Two steps of 1 ms; in each, one AllReduce and one AllGather kernel of the given
-    durations (µs), as tests/test_ranks.py builds them."""
-    b = TraceBuilder()
-    for s in range(2):
-        t0 = s * 1000.0
-        b.step(s + 1, t0, 1000.0).op("aten::mm", t0 + 10, 50)
-        b.kernel("sgemm_kernel", t0 + 10, t0 + 20, 200)
-        b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 300, t0 + 300, durs["AllReduce"][s])
-        b.kernel("ncclDevKernel_AllGather_RING_LL", t0 + 600, t0 + 600, durs["AllGather"][s])
-    d = b.doc()
-    d["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
-    return d
-
-
 def test_collective_and_straggler_tables(tmp_path):
     """tests/test_ranks.py's hand-counted job: rank 2 arrives last and costs the others 0.2 ms."""
-    durs = {
-        0: {"AllReduce": [150.0, 50.0], "AllGather": [130.0, 30.0]},
-        1: {"AllReduce": [150.0, 90.0], "AllGather": [130.0, 30.0]},
-        2: {"AllReduce": [50.0, 110.0], "AllGather": [30.0, 30.0]},
-    }
-    for r, dd in durs.items():
-        (tmp_path / f"r{r}.json").write_text(json.dumps(_comm_rank(r, dd)))
+    write_comm_ranks(tmp_path)
     mr = tracedoc.analyze(tmp_path, jobs=1)
     assert isinstance(mr, MultiRankReport)
     c = mr.summary["collectives"]

@@ -249,3 +249,36 @@ example = "x"
 fix = "x"
 safety = "x"
 '''
+
+
+#: The hand-counted three-rank job of tests/test_ranks.py (kernel durations in µs). Step 1: rank 2
+#: arrives last at both collectives (the others wait 100 each); step 2: rank 0 is late at the
+#: AllReduce only (the others wait 40 and 60).
+COMM_DURS = {
+    0: {"AllReduce": [150.0, 50.0], "AllGather": [130.0, 30.0]},
+    1: {"AllReduce": [150.0, 90.0], "AllGather": [130.0, 30.0]},
+    2: {"AllReduce": [50.0, 110.0], "AllGather": [30.0, 30.0]},
+}
+
+
+def comm_rank(rank: int, durs: dict[str, list[float]], world: int = 3) -> dict:
+    """Two steps of 1 ms; in each, one AllReduce and one AllGather kernel of the given durations
+    (µs), with ``distributedInfo`` naming the rank and world size."""
+    b = TraceBuilder()
+    for s in range(2):
+        t0 = s * 1000.0
+        b.step(s + 1, t0, 1000.0).op("aten::mm", t0 + 10, 50)
+        b.kernel("sgemm_kernel", t0 + 10, t0 + 20, 200)
+        b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 300, t0 + 300, durs["AllReduce"][s])
+        b.kernel("ncclDevKernel_AllGather_RING_LL", t0 + 600, t0 + 600, durs["AllGather"][s])
+    d = b.doc()
+    d["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
+    return d
+
+
+def write_comm_ranks(folder) -> None:
+    """Write :data:`COMM_DURS`'s three ranks as ``folder/r0.json`` .. ``r2.json``."""
+    import json
+
+    for r, dd in COMM_DURS.items():
+        (folder / f"r{r}.json").write_text(json.dumps(comm_rank(r, dd)))
