@@ -1,36 +1,50 @@
-"""Benchmark: tracedoc analyze vs orjson.loads on large traces built from a real one.
+"""Benchmark: memory per event, time against orjson.loads, warm cache against cold (issue 24).
 
-    python benchmarks/run.py                      # x10 and x20 of v100_resnet50_workers0, plus x10 gzipped
-    python benchmarks/run.py --repeats 10 20 60 --gzip 10 --runs 3
+    python benchmarks/run.py                                  # x10 tiled + 4 M small events, 3 interleaved runs
+    python benchmarks/run.py --repeats 10 --small-events 1000000 --runs 3
+    python benchmarks/run.py --base /tmp/base --runs 3        # also the same commands on a baseline tree
+    python benchmarks/run.py --repeats --small-events 35000000 --runs 1 --no-orjson --no-warm   # one big run
 
-For each trace (built by ``make_trace.py`` into ``bench-out/``, ignored by git):
+Two traces, built into ``bench-out/`` (ignored by git) when missing:
 
-* **orjson**: a fresh ``python`` process reads the file's (decompressed) bytes, then
-  times ``orjson.loads`` of those bytes alone. Peak RSS is that process's.
-* **analyze**: ``tracedoc analyze TRACE --format json`` as a fresh process, timed end
-  to end (interpreter start, imports, read, load, signals, rules, JSON report).
+* **tiled**: ``v100_resnet50_workers0`` repeated ``--repeats`` times end to end
+  (``make_trace.py``; x10: 301 MB, 757,000 events), and its tiny trace of the same shape (the
+  source's metadata and first 200 complete events, ``memory_per_event.tiny_trace``);
+* **small**: ``--small-events`` small events in steps (``make_small_trace.py``: an op, its
+  launch and its kernel, correlated), and a tiny one of 300 events made the same way.
 
-Each measurement runs ``--runs`` times, alternating the two, and the fastest run is
-kept (the machine is shared; the minimum is the least disturbed). Peak RSS comes from
-``resource.getrusage(RUSAGE_CHILDREN)`` around each child alone (``ru_maxrss`` is the
-largest child so far, so every measurement runs in its own helper process): that is the
-largest single process. As ``tracedoc`` decodes a large trace in forked worker
-processes, the helper also samples (every 50 ms) the summed PSS of the process and all
-its descendants from ``/proc/PID/smaps_rollup``: the memory they use together, with
-copy-on-write pages shared between them counted once. The RSS target is checked
-against the larger of the two.
+Each round runs every measurement once, in an order that rotates from round to round (the
+machine is shared; a slow spell hits every side alike):
 
-Prints a Markdown table with the ratios the targets are stated in:
-``analyze / orjson`` time (target <= 0.4), ``analyze RSS / file size`` (target <= 3),
-and time(x2N) / time(xN) (target <= 2.1).
+* ``analyze``: ``tracedoc analyze TRACE --format json --no-cache`` (cold, nothing cached), on
+  the trace and on its tiny trace;
+* ``orjson``: a whole ``python`` process that reads the file and runs ``orjson.loads`` on its
+  bytes, timed like ``analyze`` (wall time of the process);
+* ``cold`` / ``warm``: ``tracedoc analyze TRACE --format json`` with an empty frame cache
+  (``TRACEDOC_CACHE_DIR`` a fresh folder: decode, analyse and write the entry), then again (the
+  entry is read);
+* with ``--base TREE``: ``analyze`` and its tiny run again with ``TREE`` first on ``PYTHONPATH``.
+
+Memory of a run is the peak over time of the summed RSS of the command and every process it
+forks (sampled every 10 ms from ``/proc``), or the largest single process's ``ru_maxrss`` when
+that is larger; the summed PSS (pages shared with a forked worker counted once) is shown beside
+it. Then, with medians over the rounds,
+
+    bytes per event     = (peak of the trace - peak of its tiny trace) / (its events - the tiny trace's)
+    bytes per JSON byte = (the same difference) / (its JSON bytes - the tiny trace's)
+
+Times are quoted as median (minimum). Linux only (``/proc``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,8 +69,7 @@ print(time.perf_counter() - t)
 _MEASURE = r"""
 import json, os, resource, subprocess, sys, threading, time
 
-def tree_rss(root):
-    # summed PSS of root and all its descendants (forked decode workers included), from /proc
+def tree(root):
     kids = {}
     for d in os.listdir('/proc'):
         if not d.isdigit():
@@ -67,20 +80,18 @@ def tree_rss(root):
         except (OSError, ValueError, IndexError):
             continue
         kids.setdefault(ppid, []).append(int(d))
-    total, todo = 0, [root]
+    out, todo = [], [root]
     while todo:
         p = todo.pop()
-        total += pss(p)
+        out.append(p)
         todo += kids.get(p, [])
-    return total
+    return out
 
-def pss(pid):
-    # proportional set size: pages shared between the parent and its forked workers
-    # (copy-on-write buffers, the memory-mapped file) count once in the sum, not per process
+def field(pid, name, key):
     try:
-        with open(f'/proc/{pid}/smaps_rollup') as fh:
+        with open(f'/proc/{pid}/{name}') as fh:
             for line in fh:
-                if line.startswith('Pss:'):
+                if line.startswith(key):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
@@ -88,11 +99,17 @@ def pss(pid):
 
 t = time.perf_counter()
 p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-peak = [0]
+peak = [0, 0]
 def sample():
+    n = 0
     while p.poll() is None:
-        peak[0] = max(peak[0], tree_rss(p.pid))
-        time.sleep(0.05)
+        procs = tree(p.pid)
+        # summed RSS every 10 ms; summed PSS (pages shared with a forked worker counted once) every 50 ms
+        peak[0] = max(peak[0], sum(field(q, 'status', 'VmRSS:') for q in procs))
+        if n % 5 == 0:
+            peak[1] = max(peak[1], sum(field(q, 'smaps_rollup', 'Pss:') for q in procs))
+        n += 1
+        time.sleep(0.01)
 th = threading.Thread(target=sample, daemon=True)
 th.start()
 out, err = p.communicate()
@@ -100,7 +117,8 @@ wall = time.perf_counter() - t
 th.join()
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"rc": p.returncode, "wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
-                  "peak_rss_bytes": ru.ru_maxrss * 1024, "tree_peak_pss_bytes": peak[0],
+                  "peak_rss_bytes": ru.ru_maxrss * 1024, "tree_peak_rss_bytes": peak[0],
+                  "tree_peak_pss_bytes": peak[1],
                   "stdout_tail": out[-200:].decode(errors="replace"), "stderr": err[-500:].decode(errors="replace")}))
 """
 
@@ -116,13 +134,21 @@ def orjson_run(path: Path) -> dict:
     m = measure([sys.executable, "-c", _ORJSON_CHILD, str(path)])
     if m["rc"] != 0:
         raise SystemExit(f"orjson child failed: {m['stderr']}")
-    m["time_s"] = float(m["stdout_tail"].strip().splitlines()[-1])
+    m["time_s"] = float(m["stdout_tail"].strip().splitlines()[-1])  # orjson.loads alone
     return m
 
 
-def analyze_run(path: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> dict:
+def peak_bytes(m: dict) -> int:
+    """The memory of one run: the peak of the process tree's summed RSS, or the largest single
+    process's ``ru_maxrss`` when larger (a peak between two samples)."""
+    return max(m["peak_rss_bytes"], m["tree_peak_rss_bytes"])
+
+
+def analyze_run(path: Path, env: dict[str, str] | None = None, cwd: Path | None = None, cache: bool = False) -> dict:
     # --no-cache: a cold analysis every run (a cache hit would time the frame cache, not the analysis)
-    exe = [sys.executable, "-m", "tracedoc", "analyze", str(path), "--format", "json", "--exit-zero", "--no-cache"]
+    exe = [sys.executable, "-m", "tracedoc", "analyze", str(path), "--format", "json", "--exit-zero"]
+    if not cache:
+        exe.append("--no-cache")
     m = measure(exe, env, cwd)
     if m["rc"] != 0:
         raise SystemExit(f"tracedoc analyze failed ({m['rc']}): {m['stderr']}")
@@ -153,84 +179,165 @@ def uncompressed_size(path: Path) -> int:
     return path.stat().st_size
 
 
+def ensure_small(events: int) -> Path:
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"small_{events}.json"
+    if not path.exists():
+        sys.path.insert(0, str(HERE))
+        from make_small_trace import build
+
+        t = time.perf_counter()
+        tmp = path.with_name(path.name + ".tmp")
+        build(events, str(tmp))
+        tmp.rename(path)
+        print(f"built {path.name}: {events:,} events in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    return path
+
+
+def ensure_tiny_tiled(source: Path) -> tuple[Path, int]:
+    sys.path.insert(0, str(HERE))
+    from memory_per_event import tiny_trace
+
+    path = OUT / "tiled_tiny.json"
+    n = tiny_trace(source, path)
+    return path, n
+
+
+def _env(tree: Path | None, cache_dir: str | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    if tree is not None:  # with ``python -m`` the working directory comes first on sys.path too
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
+    if cache_dir is not None:
+        env["TRACEDOC_CACHE_DIR"] = cache_dir
+        env["TRACEDOC_CACHE_MIN_BYTES"] = "1"
+    return env
+
+
+def _fmt_t(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.2f} s ({min(xs):.2f})" if xs else "not run"
+
+
+def _fmt_m(xs: list[int]) -> str:
+    return f"{statistics.median(xs) / 2**20:,.0f} MiB ({min(xs) / 2**20:,.0f})" if xs else "not run"
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="tracedoc analyze vs orjson.loads on large traces")
+    ap = argparse.ArgumentParser(description="memory per event, time vs orjson.loads, warm vs cold (issue 24)")
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    ap.add_argument("--repeats", type=int, nargs="*", default=[10, 20], help="repeat counts to test uncompressed")
-    ap.add_argument("--gzip", type=int, nargs="*", default=[10], help="repeat counts to also test gzipped")
-    ap.add_argument("--runs", type=int, default=3, help="runs per measurement; the fastest is kept")
-    ap.add_argument(
-        "--no-orjson",
-        type=int,
-        nargs="*",
-        default=[],
-        help="repeat counts to time analyze only (orjson would not fit in memory)",
-    )
-    ap.add_argument("--json", type=Path, help="also write the raw figures here")
+    ap.add_argument("--repeats", type=int, nargs="?", const=0, default=10, help="tiled trace: repeats (0: none)")
+    ap.add_argument("--small-events", type=int, default=4_000_000, help="streamed small-event trace: events (0: none)")
+    ap.add_argument("--runs", type=int, default=3, help="interleaved rounds (medians and minima over them)")
+    ap.add_argument("--no-orjson", action="store_true", help="skip orjson.loads (it needs about 6x the JSON in memory)")
+    ap.add_argument("--no-warm", action="store_true", help="skip the cold / warm frame-cache runs")
+    ap.add_argument("--base", type=Path, help="also run analyze with this code tree first on PYTHONPATH")
+    ap.add_argument("--json", type=Path, help="also write the raw runs here")
     a = ap.parse_args(argv)
-    if not a.source.exists():
-        raise SystemExit(f"no source trace {a.source}")
-    cases = [(r, False) for r in a.repeats] + [(r, True) for r in a.gzip]
-    rows = []
-    for repeats, gz in cases:
-        path = ensure_trace(a.source, repeats, gz)
-        with_orjson = repeats not in a.no_orjson
-        best: dict[str, dict] = {}
-        for _ in range(a.runs):
-            for name, fn in (("orjson", orjson_run), ("analyze", analyze_run)):
-                if name == "orjson" and not with_orjson:
-                    continue
-                m = fn(path)
-                b = best.setdefault(
-                    name,
-                    {"time_s": float("inf"), "cpu_s": None, "peak_rss_bytes": 0, "tree_peak_rss_bytes": 0, "times": []},
-                )
-                b["times"].append(round(m["time_s"], 3))
-                if m["time_s"] < b["time_s"]:
-                    b["time_s"], b["cpu_s"] = m["time_s"], m["cpu_s"]
-                b["peak_rss_bytes"] = max(b["peak_rss_bytes"], m["peak_rss_bytes"])
-                b["tree_peak_rss_bytes"] = max(b["tree_peak_rss_bytes"], m["tree_peak_pss_bytes"])
-        size = uncompressed_size(path)
-        o = best.get("orjson")
-        an = best["analyze"]
-        row = {
-            "trace": path.name,
-            "repeats": repeats,
-            "gzip": gz,
-            "file_bytes": path.stat().st_size,
-            "json_bytes": size,
-            "orjson_s": o["time_s"] if o else None,
-            "orjson_runs_s": o["times"] if o else None,
-            "orjson_rss": o["peak_rss_bytes"] if o else None,
-            "analyze_s": an["time_s"],
-            "analyze_runs_s": an["times"],
-            "analyze_cpu_s": an["cpu_s"],
-            "analyze_rss": an["peak_rss_bytes"],
-            "analyze_tree_rss": an["tree_peak_rss_bytes"],
-        }
-        rows.append(row)
-        print(json.dumps(row), file=sys.stderr)
-    base = {r["repeats"]: r for r in rows if not r["gzip"]}
+    traces = []  # (label, path, events, tiny path, tiny events)
+    if a.repeats:
+        sys.path.insert(0, str(HERE))
+        big = ensure_trace(a.source, a.repeats, False)
+        tiny, tiny_n = ensure_tiny_tiled(a.source)
+
+        traces.append((f"tiled x{a.repeats}", big, _count_events(big), tiny, tiny_n))
+    if a.small_events:
+        big = ensure_small(a.small_events)
+        tiny = ensure_small(300)
+        traces.append((f"small {a.small_events:,}", big, a.small_events, tiny, 300))
+    cache_root = Path(tempfile.mkdtemp(prefix="tracedoc-bench-cache-"))
+    trees = [("this", ROOT)] + ([("base", a.base.resolve())] if a.base else [])
+    raw: dict = {}
+    for r in range(a.runs):
+        for label, big, _n, tiny, _tn in traces:
+            steps = []
+            for tname, tree in trees:
+                steps.append((f"{tname} tiny", lambda tiny=tiny, tree=tree: analyze_run(tiny, _env(tree), cwd=tree)))
+                steps.append((f"{tname} analyze", lambda big=big, tree=tree: analyze_run(big, _env(tree), cwd=tree)))
+            if not a.no_orjson:
+                steps.append(("orjson", lambda big=big: _orjson_process(big)))
+            if not a.no_warm:
+                steps.append(("cold+warm", lambda big=big, r=r: _cold_warm(big, cache_root / f"{r}-{big.stem}")))
+            k = r % len(steps)
+            for name, fn in steps[k:] + steps[:k]:
+                ms = fn()
+                for sub, m in ms if isinstance(ms, list) else [(name, ms)]:
+                    raw.setdefault(label, {}).setdefault(sub, []).append(m)
+                    print(
+                        f"round {r + 1} {label} {sub}: {m['wall_s']:.2f} s, {peak_bytes(m) / 2**20:,.0f} MiB",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    _report(traces, raw, trees)
+    if a.json:
+        a.json.write_text(json.dumps(raw, indent=1))
+    return 0
+
+
+def _count_events(path: Path) -> int:
+    import orjson
+
+    return len(orjson.loads(path.read_bytes())["traceEvents"])
+
+
+def _orjson_process(path: Path) -> dict:
+    m = orjson_run(path)
+    return m  # wall_s: the whole process (start, read, loads); time_s: loads alone
+
+
+def _cold_warm(path: Path, cache_dir: Path) -> list[tuple[str, dict]]:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    env = _env(ROOT, str(cache_dir))
+    cold = analyze_run(path, env, cwd=ROOT, cache=True)
+    warm = analyze_run(path, env, cwd=ROOT, cache=True)
+    import shutil
+
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    return [("cold (cache write)", cold), ("warm (cache hit)", warm)]
+
+
+def _report(traces: list, raw: dict, trees: list) -> None:
     print(
-        "| trace | JSON size | orjson.loads | orjson peak RSS | tracedoc analyze (CPU) | analyze peak memory: largest process RSS / all processes PSS | time ratio (target <= 0.4) | RSS / JSON size (target <= 3) | time vs half-size trace (target <= 2.1) |"
+        "| trace | events | JSON | code | analyze peak (median, min) | tiny trace peak | bytes per event | "
+        "bytes per JSON byte | peak / file | PSS peak (median) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for label, big, n, tiny, tn in traces:
+        size, tsize = big.stat().st_size, tiny.stat().st_size
+        for tname, _ in trees:
+            runs = raw[label][f"{tname} analyze"]
+            truns = raw[label][f"{tname} tiny"]
+            peaks = [peak_bytes(m) for m in runs]
+            tpeaks = [peak_bytes(m) for m in truns]
+            extra = statistics.median(peaks) - statistics.median(tpeaks)
+            pss = statistics.median(m["tree_peak_pss_bytes"] for m in runs)
+            print(
+                f"| {label} | {n:,} | {size / 1e6:,.0f} MB | {tname} | {_fmt_m(peaks)} | {_fmt_m(tpeaks)} "
+                f"| {extra / (n - tn):,.0f} | {extra / (size - tsize):.2f} | {statistics.median(peaks) / size:.2f} "
+                f"| {pss / 2**20:,.0f} MiB |"
+            )
+    print()
+    print(
+        "| trace | code | analyze --no-cache, wall (CPU) | orjson.loads process (loads alone) | analyze / orjson "
+        "| cold, cache write | warm, cache hit | warm / cold | warm / orjson |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        half = base.get(r["repeats"] // 2) if r["repeats"] % 2 == 0 and not r["gzip"] else None
-        lin = f"{r['analyze_s'] / half['analyze_s']:.2f}x (vs x{half['repeats']})" if half else ""
-        o_s = f"{r['orjson_s']:.2f} s" if r["orjson_s"] is not None else "not run"
-        o_rss = f"{r['orjson_rss'] / 1e9:.2f} GB" if r["orjson_rss"] else "not run"
-        ratio = f"{r['analyze_s'] / r['orjson_s']:.2f}" if r["orjson_s"] else ""
-        rss = max(r["analyze_rss"], r["analyze_tree_rss"])
-        print(
-            f"| {r['trace']}{' (gzip)' if r['gzip'] else ''} | {r['json_bytes'] / 1e6:,.0f} MB | {o_s} | {o_rss} "
-            f"| {r['analyze_s']:.2f} s ({r['analyze_cpu_s']:.2f} s) "
-            f"| {r['analyze_rss'] / 1e9:.2f} GB / {r['analyze_tree_rss'] / 1e9:.2f} GB | {ratio} "
-            f"| {rss / r['json_bytes']:.2f} | {lin} |"
-        )
-    if a.json:
-        a.json.write_text(json.dumps(rows, indent=2))
-    return 0
+    for label, *_ in traces:
+        d = raw[label]
+        oj = [m["wall_s"] for m in d.get("orjson", [])]
+        ojl = [m["time_s"] for m in d.get("orjson", [])]
+        cold = [m["wall_s"] for m in d.get("cold (cache write)", [])]
+        warm = [m["wall_s"] for m in d.get("warm (cache hit)", [])]
+        for tname, _ in trees:
+            an = [m["wall_s"] for m in d[f"{tname} analyze"]]
+            cpu = statistics.median(m["cpu_s"] for m in d[f"{tname} analyze"])
+            ratio = f"{statistics.median(an) / statistics.median(oj):.2f}" if oj else ""
+            mine = tname == "this"
+            wc = f"{statistics.median(warm) / statistics.median(cold):.2f}" if warm and mine else ""
+            wo = f"{statistics.median(warm) / statistics.median(oj):.2f}" if warm and oj and mine else ""
+            print(
+                f"| {label} | {tname} | {_fmt_t(an)} ({cpu:.2f} s) "
+                f"| {_fmt_t(oj) if mine else ''}{f' ({statistics.median(ojl):.2f} s)' if oj and mine else ''} "
+                f"| {ratio} | {_fmt_t(cold) if mine else ''} | {_fmt_t(warm) if mine else ''} | {wc} | {wo} |"
+            )
 
 
 if __name__ == "__main__":

@@ -91,8 +91,19 @@ def test_a_trace_cut_while_it_is_read_is_one_line_or_a_trace(tmp_path_factory, m
         os.truncate(p, cut)
         return stream(fh, *a, **k)
 
+    blocks = source_mod.iter_trace_blocks
+
+    def cut_then_stream(path, *a, **k):  # the streaming reader: cut once it has opened and sized the file
+        it = blocks(path, *a, **k)
+        head = next(it, None)
+        os.truncate(p, cut)
+        if head is not None:
+            yield head
+        yield from it
+
     monkeypatch.setattr(source_mod, "_fill", cut_then_fill)
     monkeypatch.setattr(source_mod, "_gunzip_stream", cut_then_gunzip)
+    monkeypatch.setattr(source_mod, "iter_trace_blocks", cut_then_stream)
     try:
         t = load(p)
     except TraceLoadError as exc:

@@ -478,6 +478,84 @@ def test_memory_mapped_empty_and_blank_files(tmp_path, small_parallel):
             load(p)
 
 
+# ---- streaming (a regular file decoded part by part, issue 24) ---------------------------------
+
+
+def _stream_paths(tmp_path) -> list:
+    paths = [FIXTURES / n for n in REAL if n.startswith(("v100_resnet50_ddp", "mi250", "a100", "h100_resnet18_base"))]
+    for case in ("basic", "memory_events", "string_pids_mixed", "metadata_and_step_names", "hip_runtime"):
+        p = tmp_path / f"{case}.json"
+        p.write_text(json.dumps(EDGE[case], indent=1))
+        paths.append(p)
+    p = tmp_path / "shapes.json"  # recorded inputs in some parts only
+    p.write_text(json.dumps(EDGE["recorded_shapes_valid_and_hostile"], indent=1))
+    paths.append(p)
+    return paths
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_streamed_parts_identical(tmp_path, monkeypatch, workers):
+    from tracedoc.load import fast
+    from tracedoc.load.source import iter_trace_blocks
+
+    for p in _stream_paths(tmp_path):
+        size = len(read_trace_bytes(p))
+        part = max(64, size // 12)  # about a dozen parts per trace
+        monkeypatch.setattr(fast, "STREAM_PART_BYTES", part)
+        sizes = [len(doc) for doc, _, _ in fast.stream_parts(iter_trace_blocks(p))]
+        assert len(sizes) > 1, p.name
+        # a part is its target, the rest of the event it ends in, and the brackets: never the trace
+        assert max(sizes) < part + 64 * 1024 and sum(sizes) < size + 32 * len(sizes), p.name
+        fast.load_stream(iter_trace_blocks(p), workers)  # no handover: every part proven and typed
+        assert_same_trace(load(p, workers=workers), load(p, engine="reference"))
+
+
+def test_stream_part_holding_cut_like_text_hands_over(tmp_path, monkeypatch):
+    from tracedoc.load import fast
+    from tracedoc.load.source import iter_trace_blocks
+
+    b = dataloader_bound(n_steps=2)
+    b.op("x}, {" * 4000, 10, 1)  # the last cut-like text of a part falls inside this string
+    b.op("aten::add", 20, 1)
+    p = b.write(tmp_path / "t.json")
+    monkeypatch.setattr(fast, "STREAM_PART_BYTES", 4096)
+    with pytest.raises(Fallback):
+        fast.load_stream(iter_trace_blocks(p), 1)
+    for workers in (1, 2):
+        assert_same_trace(load(p, workers=workers), load(p, engine="reference"))
+
+
+@pytest.mark.parametrize("where", [1, -1])
+def test_streamed_errors_match_reference(tmp_path, monkeypatch, where):
+    from tracedoc.load import fast
+
+    monkeypatch.setattr(fast, "STREAM_PART_BYTES", 2048)
+    d = dataloader_bound(n_steps=3).doc()
+    d["traceEvents"][where]["ts"] = "late"  # a bad kept event in the first / the last part
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(d))
+    msgs = []
+    for kw in ({"workers": 2}, {"workers": 1}, {"engine": "reference"}):
+        with pytest.raises(TraceLoadError) as ei:
+            load(p, **kw)
+        msgs.append(str(ei.value))
+    assert msgs[0] == msgs[1] == msgs[2] and "'ts' is a string" in msgs[0]
+
+
+def test_stream_records_the_bytes_read_for_the_cache(tmp_path, monkeypatch):
+    import hashlib
+
+    from tracedoc.load import fast
+    from tracedoc.load.source import record_reads
+
+    monkeypatch.setattr(fast, "STREAM_PART_BYTES", 2048)
+    for gz in (False, True):
+        p = dataloader_bound(n_steps=3).write(tmp_path / ("t.json.gz" if gz else "t.json"), gz=gz)
+        with record_reads() as reads:
+            load(p, workers=2)
+        assert len(reads) == 1 and reads[0].sha256 == hashlib.sha256(p.read_bytes()).hexdigest()
+
+
 # ---- the signal speed-ups give the same numbers as the code they replaced ------------------
 
 

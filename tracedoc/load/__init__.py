@@ -63,7 +63,9 @@ def load(
         progress: optional callback receiving short status lines (for a progress display).
         workers: processes the fast engine may decode a large trace in (forked, Linux);
             default: the CPUs this process may use; 1 decodes in this process only. A
-            stream (FIFO, pipe, standard input) is always decoded in this process.
+            stream (FIFO, pipe, standard input) is always decoded in this process. A
+            regular file is read and decoded part by part (never held whole:
+            :func:`tracedoc.load.fast.load_stream`), by this process and at most one worker.
         max_bytes: limit on the trace's JSON bytes after decompression; default
             ``$TRACEDOC_MAX_TRACE_BYTES`` or 1 GiB
             (:data:`tracedoc.load.source.DEFAULT_MAX_TRACE_BYTES`).
@@ -87,6 +89,10 @@ def load(
     p = STDIN_NAME if src == "-" else src  # the name errors and the Trace carry
     if progress:
         progress("reading")
+    if engine == "fast" and src != "-" and not _URL.match(src) and rereadable(src):
+        trace = _load_streaming(src, p, progress, workers, max_bytes)
+        if trace is not None:
+            return trace
     data = _read_bytes(src, progress, max_bytes)
     # a stream cannot be read again: keep its bytes for the reference loader's handover
     keep = None if rereadable(src) else data
@@ -131,6 +137,37 @@ def load(
             data = keep if keep is not None else _read_bytes(src, None, max_bytes)
     del keep
     return _load_reference(data, p)
+
+
+def _load_streaming(
+    src: str, p: str, progress: Callable[[str], None] | None, workers: int | None, max_bytes: int | None
+) -> Trace | None:
+    """A regular file decoded as a stream (:func:`tracedoc.load.fast.load_stream`): the JSON is
+    never held whole, nor all its decoded events. None when anything is not as the stream
+    needs it (a part the typed path cannot take, an unproven cut, an error while reading): the
+    caller then reads the file again as one buffer, whose path words every error."""
+    import zlib
+
+    from tracedoc.errors import TraceLoadError
+    from tracedoc.load.fast import Fallback, load_stream
+    from tracedoc.load.source import iter_trace_blocks
+
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of new objects, no cycles: the collector would only rescan them
+    try:
+        try:
+            blocks = iter_trace_blocks(src, progress, max_bytes)
+            doc, cols = load_stream(blocks, workers, after_fork=_import_frame_stage, progress=progress)
+        except (Fallback, TraceLoadError, OSError, ValueError, EOFError, MemoryError, zlib.error):
+            return None
+        if progress:
+            progress("building frames")
+        from tracedoc.load.build import build_trace
+
+        return build_trace(cols, doc, p)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def _load_reference(data, path: str) -> Trace:

@@ -13,8 +13,13 @@ Why it is fast (measured in ``benchmarks/RESULTS.md``):
   ``map(attrgetter(...))`` over the kept events, and per-name work (runtime call
   class, memcpy kind, step number, canonical category, ``str(pid)``) runs once per
   *distinct* value through a memo dict.
-* Large traces are cut into one part per CPU and decoded in forked workers
-  (:func:`parse_parallel`).
+* A regular file is read and decoded as a stream of parts of about 4 MB
+  (:func:`load_stream`): each part is decoded, proven to be cut between two events, and
+  turned into compact columns (string columns as codes into their distinct values) before
+  the next, alternately in this process and in one forked worker; neither the whole JSON
+  nor all decoded events are ever in memory. Other inputs (a pipe, a URL) and a stream
+  that hands over are held in one buffer, which a large trace decodes in one forked worker
+  per CPU (:func:`parse_parallel`).
 
 Semantics are those of :mod:`tracedoc.load.reference`, which stays the definition:
 anything the typed decode cannot take as it is -- invalid JSON, a top level that is
@@ -31,11 +36,12 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import struct
 import sys
 from collections import deque
 from itertools import compress, repeat
 from operator import attrgetter
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import msgspec
 import numpy as np
@@ -722,6 +728,9 @@ def _pack(cols: ArrayColumns) -> ArrayColumns:
     for frame in cols.cols.values():
         for name, values in frame.items():
             if isinstance(values, np.ndarray) and values.dtype == object:
+                if values.strides == (0,) and len(values) and values[0] is None:  # an all-None view
+                    frame[name] = _Packed(np.zeros(len(values), dtype=np.int8), [None])
+                    continue
                 index: dict = {}
                 codes = np.fromiter(
                     map(lambda v: index.setdefault(v, len(index)), values.tolist()), dtype=np.int32, count=len(values)
@@ -873,3 +882,288 @@ def parse_parallel(holder: list, parts: int, after_fork: Callable[[], None] | No
             except OSError:
                 pass
     return _merge(results)
+
+
+# ---- streaming: a regular file decoded part by part, never held whole -------------------------
+
+#: JSON bytes per part when a file is decoded as a stream (:func:`load_stream`). Memory while
+#: loading is about two parts' decoded events (this process's and its worker's) and one part's
+#: bytes each, whatever the size of the trace, plus the compact columns of the parts done.
+STREAM_PART_BYTES = 4 << 20
+_HEAD = struct.Struct("<QBB")
+_LEN = struct.Struct("<Q")
+
+
+def stream_parts(blocks: Iterable[bytes | bytearray], part_bytes: int | None = None):
+    """Cut a trace's bytes, arriving in ``blocks``, into parts of about ``part_bytes`` (default
+    :data:`STREAM_PART_BYTES`) at candidate event boundaries of the ``traceEvents`` array (the
+    first after each part's target size, as :func:`split_points` places them); yields ``(document, first, last)``, each ``document`` a
+    part made a JSON document of its own (``{"traceEvents":[`` before it unless first, ``]}``
+    after it unless last: the form :func:`check_part_span` proves). Holds at most one part and
+    the bytes read past it. A trace with no boundary (or no ``"traceEvents"`` key) is one part."""
+    target = part_bytes or STREAM_PART_BYTES
+    buf = bytearray()
+    it = iter(blocks)
+    first, eof, key_end = True, False, -1
+    want = target
+    while True:
+        while not eof and len(buf) <= want:
+            block = next(it, None)
+            if block is None:
+                eof = True
+            else:
+                buf += block
+            del block
+        if eof:
+            if not first:
+                buf[0:0] = _PREFIX
+            yield buf, first, True
+            return
+        if key_end < 0:
+            k = buf.find(b'"traceEvents"')
+            if k < 0:
+                want = len(buf) + target
+                continue
+            key_end = k + len(_PREFIX)
+        m = _BOUNDARY.search(buf, max(key_end if first else 1, target))
+        if m is None:  # no boundary yet past the target: read on
+            want = len(buf) + target
+            continue
+        a_end, b_start = m.start() + 1, m.end() - 1
+        del m
+        part = bytearray() if first else bytearray(_PREFIX)
+        part += memoryview(buf)[:a_end]
+        part += _SUFFIX
+        del buf[:b_start]  # O(1): a bytearray drops its head in place
+        yield part, first, False
+        del part
+        first, want = False, target
+
+
+def decode_part(part: Any, first: bool, last: bool) -> tuple[dict, ArrayColumns]:
+    """One part of :func:`stream_parts`: decoded, its cuts proven (:func:`check_part_span`), and
+    turned into compact columns (:func:`_pack`: string columns as int32 codes and their distinct
+    values), so that no decoded event outlives its part.
+
+    Raises:
+        Fallback: the part is not what the typed path takes, or its cuts are not proven.
+    """
+    span: list = []
+    doc, events = decode_document(part, span_out=span)
+    check_part_span(span[0], len(part), first, last)
+    return doc, _pack(collect_columns(events))
+
+
+def _send_all(fd: int, data: Any) -> None:
+    with memoryview(data) as mv:
+        while len(mv):
+            n = os.write(fd, mv)
+            mv = mv[n:]
+
+
+def _recv_exact(fd: int, n: int) -> bytearray | None:
+    buf = bytearray(n)
+    with memoryview(buf) as mv:
+        got = 0
+        while got < n:
+            k = os.readv(fd, [mv[got:]])
+            if not k:
+                return None
+            got += k
+    return buf
+
+
+class _Worker:
+    """A forked process that decodes the parts it is sent (:func:`decode_part`) and sends back
+    their compact columns, pickled; one part at a time."""
+
+    def __init__(self) -> None:
+        to_r, self.to_w = os.pipe()
+        self.from_r, from_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # child
+            code = 0
+            try:
+                os.close(self.to_w)
+                os.close(self.from_r)
+                self._serve(to_r, from_w)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(to_r)
+        os.close(from_w)
+        self.busy = False
+
+    @staticmethod
+    def _serve(rfd: int, wfd: int) -> None:
+        while True:
+            head = _recv_exact(rfd, _HEAD.size)
+            if head is None:
+                return
+            n, first, last = _HEAD.unpack(head)
+            if n == 0:
+                return
+            part = _recv_exact(rfd, n)
+            if part is None:
+                return
+            try:
+                result: Any = decode_part(part, bool(first), bool(last))
+            except Fallback:
+                result = None
+            del part
+            payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+            del result
+            _send_all(wfd, _LEN.pack(len(payload)))
+            _send_all(wfd, payload)
+
+    def send(self, part: Any, first: bool, last: bool) -> None:
+        _send_all(self.to_w, _HEAD.pack(len(part), first, last))
+        _send_all(self.to_w, part)
+        self.busy = True
+
+    def receive(self) -> tuple[dict, ArrayColumns]:
+        """The result of the part sent last.
+
+        Raises:
+            Fallback: the worker could not take it (or died).
+        """
+        self.busy = False
+        head = _recv_exact(self.from_r, _LEN.size)
+        if head is None:
+            raise Fallback
+        payload = _recv_exact(self.from_r, _LEN.unpack(head)[0])
+        if payload is None:
+            raise Fallback
+        result = pickle.loads(payload)
+        if result is None:
+            raise Fallback
+        return result
+
+    def close(self, kill: bool = False) -> None:
+        try:
+            if kill:
+                os.kill(self.pid, 9)
+            else:
+                _send_all(self.to_w, _HEAD.pack(0, 0, 0))
+        except OSError:
+            pass
+        for fd in (self.to_w, self.from_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+
+
+def load_stream(
+    blocks: Iterable[bytes | bytearray],
+    workers: int | None = None,
+    after_fork: Callable[[], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+    part_bytes: int | None = None,
+) -> tuple[dict, ArrayColumns]:
+    """Decode a trace arriving in ``blocks`` part by part (:func:`stream_parts`,
+    :func:`decode_part`): neither the whole JSON nor all decoded events are ever held, only the
+    compact columns of the parts done. With ``workers`` >= 2 (default: the CPUs; Linux), a
+    trace of more than one part is decoded by this process and one forked worker in turn (the
+    worker is forked once, before the frame stage is imported; parts reach it through a pipe).
+    ``after_fork`` runs once, after the fork or when it is known that there is none.
+
+    Raises:
+        Fallback: a part the typed path cannot take, or a cut not proven: decode the whole
+            buffer instead (the bytes were read; read them again).
+    """
+    if workers is None:
+        workers = hostfacts.cpu_cores()
+    parallel = workers >= 2 and sys.platform.startswith("linux") and hasattr(os, "fork")
+    worker: _Worker | None = None
+    results: list = []
+    pending = -1
+    done = 0
+    ok = False
+    try:
+        for i, (part, first, last) in enumerate(stream_parts(blocks, part_bytes)):
+            done += len(part)
+            if progress:
+                progress(f"decoding {done / 1e6:,.0f} MB of JSON into columns")
+            if worker is None and parallel and not last:
+                worker = _Worker()
+                if after_fork is not None:
+                    after_fork()
+                    after_fork = None
+            if worker is not None and not worker.busy:
+                worker.send(part, first, last)
+                del part
+                pending = i
+                results.append(None)
+                continue
+            results.append(decode_part(part, first, last))
+            del part
+            if worker is not None and worker.busy:
+                results[pending] = worker.receive()
+        if worker is not None and worker.busy:
+            results[pending] = worker.receive()
+        ok = True
+    finally:
+        if worker is not None:
+            worker.close(kill=not ok)
+    if after_fork is not None:
+        after_fork()
+    return _merge_packed(results)
+
+
+def _merge_packed(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
+    """Concatenate the parts' compact columns in event order (as :func:`_merge`): string
+    columns through one dictionary of their distinct values (each value one object), a
+    recorded-input column absent from every part as an all-None view (no memory), ``end_us``
+    as zeros (the frame stage computes it)."""
+    doc: dict = {}
+    for d, _ in parts:
+        doc.update(d)
+    out = ArrayColumns()
+    cols = [c for _, c in parts]
+    for kind, spec in all_frame_columns().items():
+        frame: dict[str, Any] = {}
+        for name, _ in spec:
+            pieces = [c.cols[kind][name] for c in cols]
+            if name == "end_us":
+                frame[name] = np.zeros(sum(map(len, pieces)))
+            elif pieces and isinstance(pieces[0], _Packed):
+                frame[name] = _join_packed(pieces)
+            else:
+                frame[name] = np.concatenate(pieces)
+            for c in cols:  # free each part's column as soon as it is joined
+                c.cols[kind][name] = None
+            del pieces
+        out.cols[kind] = frame
+    out.min_ts = min(c.min_ts for c in cols)
+    out.max_end = max(c.max_end for c in cols)
+    out.hip_runtime = any(c.hip_runtime for c in cols)
+    ends = [c.window_end for c in cols if c.window_end is not None]
+    out.window_end = max(ends) if ends else None
+    out.n_events = sum(c.n_events for c in cols)
+    out.shape_args_dropped = sum(c.shape_args_dropped for c in cols)
+    return doc, out
+
+
+def _join_packed(pieces: list) -> np.ndarray:
+    """One object column from the parts' ``_Packed`` pieces."""
+    total = sum(len(p.codes) for p in pieces)
+    if all(p.values == [None] for p in pieces):
+        return np.broadcast_to(_NONE, (total,))
+    index: dict = {}
+    codes = np.empty(total, dtype=np.int32)
+    at = 0
+    for p in pieces:
+        remap = np.fromiter((index.setdefault(v, len(index)) for v in p.values), dtype=np.int32, count=len(p.values))
+        n = len(p.codes)
+        if n:
+            codes[at : at + n] = remap[p.codes]
+        at += n
+    distinct = np.empty(len(index), dtype=object)
+    distinct[:] = list(index)
+    return distinct[codes]

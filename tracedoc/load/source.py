@@ -38,10 +38,12 @@ from tracedoc.errors import TraceLoadError
 
 GZIP_MAGIC = b"\x1f\x8b"
 
-#: Default limit on a trace's JSON bytes (after gzip decompression): 1 GiB. Analysis needs
-#: 3.6 to 6.4 bytes of memory per JSON byte above the forked decoder's threshold (measured with
-#: ``benchmarks/memory_per_event.py``, docs/limits.md), so 1 GiB takes about 4 to 7 GB, what a
-#: usual machine has; raise it (``--max-trace-bytes``) where the memory is there.
+#: Default limit on a trace's JSON bytes (after gzip decompression): 1 GiB. A regular file is
+#: decoded as a stream (never held whole); ``tracedoc analyze`` then needs about 1.1 (a real
+#: trace's large events) to 3.5 (many small events) bytes of memory per JSON byte, most of it the
+#: analysis's (``benchmarks/run.py``, benchmarks/RESULTS.md, 2026-11-27), so 1 GiB takes about
+#: 1.2 to 4 GB; a pipe, standard input or a URL is held whole, about 1 byte per JSON byte more.
+#: Raise it (``--max-trace-bytes``) where the memory is there.
 DEFAULT_MAX_TRACE_BYTES = 1 << 30
 #: Environment variable that overrides :data:`DEFAULT_MAX_TRACE_BYTES` (bytes, or with a
 #: ``K``/``M``/``G``/``T`` suffix, powers of 1024).
@@ -396,9 +398,12 @@ class _Gunzip:
     Output grows a ``bytearray`` (geometric growth; on Linux large reallocations move pages
     with ``mremap``, so the peak stays near the decompressed size)."""
 
-    def __init__(self, name: str, limit: int, progress: Callable[[str], None] | None, hint: int) -> None:
-        self.name, self.limit, self.progress, self.hint = name, limit, progress, hint
+    def __init__(
+        self, name: str, limit: int, progress: Callable[[str], None] | None, hint: int, sniff: bool = True
+    ) -> None:
+        self.name, self.limit, self.progress, self.hint, self.sniff = name, limit, progress, hint, sniff
         self.out = bytearray()
+        self.taken = 0  # bytes handed out by take() (a streaming reader drains ``out``)
         self.d: zlib._Decompress | None = zlib.decompressobj(31)
         self.pending = b""  # compressed bytes between members, before the next header is seen
         self.last_pct = -1
@@ -421,12 +426,13 @@ class _Gunzip:
                 self.d = zlib.decompressobj(31)
             d = self.d
             while True:
-                room = min(_CHUNK, self.limit + 1 - len(self.out))
+                room = min(_CHUNK, self.limit + 1 - self.taken - len(self.out))
                 chunk = d.decompress(data, room)
                 self.out += chunk
-                if len(self.out) > self.limit:
+                if self.taken + len(self.out) > self.limit:
                     raise _too_large(self.name, self.limit, " after gzip decompression")
-                self.sniffer.check(self.out)
+                if self.sniff:
+                    self.sniffer.check(self.out)
                 self._report()
                 data = d.unconsumed_tail
                 if d.eof or (not data and len(chunk) < room):  # output not cut short: all consumed
@@ -450,12 +456,24 @@ class _Gunzip:
             raise TraceLoadError(self.name, "trailing garbage after the gzip data")
         return self.out
 
+    def take(self) -> bytearray:
+        """The bytes decompressed since the last call (a streaming reader's block)."""
+        out, self.out = self.out, bytearray()
+        self.taken += len(out)
+        if self.sniff and not self.sniffer.done:  # its offsets were into ``out``
+            if self.sniffer.pos >= len(out):  # all blanks so far: start again on the next bytes
+                self.sniffer.pos = 0
+            else:  # (8 MiB of blanks, then a value) rare: let the decoder judge it
+                self.sniff = False
+        return out
+
     def _report(self) -> None:
         if self.progress and self.hint:
-            pct = min(99, 100 * len(self.out) // self.hint)
+            done = self.taken + len(self.out)
+            pct = min(99, 100 * done // self.hint)
             if pct != self.last_pct:
                 self.last_pct = pct
-                self.progress(f"decompressing {len(self.out) / 1e6:,.0f} MB ({pct}%)")
+                self.progress(f"decompressing {done / 1e6:,.0f} MB ({pct}%)")
 
 
 def _gunzip_stream(
@@ -580,6 +598,73 @@ def read_trace_bytes(
     return data
 
 
+def iter_trace_blocks(
+    path: str | os.PathLike[str],
+    progress: Callable[[str], None] | None = None,
+    max_bytes: int | None = None,
+) -> Iterator[bytes | bytearray]:
+    """The (decompressed) JSON bytes of a regular trace file, in order, a block (about
+    8 MiB) at a time: what the streaming loader reads instead of :func:`read_trace_bytes`, so
+    that the whole file is never in memory. The file is read once, in order; inside
+    :func:`record_reads` it is recorded (:class:`ReadRecord`, SHA-256 of the bytes read) once
+    read to its end.
+
+    The first bytes are checked as :func:`read_trace_bytes` checks them (a stream of zeros or
+    random bytes is refused after its first chunk). This reader does not promise the wording of
+    its errors: anything it refuses (not JSON, over the size limit, corrupt or truncated gzip,
+    not a regular file, unreadable) raises, and the caller reads the file again with
+    :func:`read_trace_bytes`, which gives the one-line error.
+
+    Raises:
+        TraceLoadError, OSError, ValueError, EOFError, zlib.error: see above.
+    """
+    limit = max_trace_bytes(max_bytes)
+    name = str(path)
+    fh, st = _open_regular(path)
+    with fh:
+        if st.st_size > limit:
+            raise _too_large(name, limit)
+        records = _RECORDS.get()
+        src: IO[bytes] | _Digesting = _Digesting(fh) if records is not None else fh
+        first = src.read(2)
+        if first[:2] == GZIP_MAGIC:
+            hint = 0
+            if st.st_size >= 18:
+                hint = int.from_bytes(os.pread(fh.fileno(), 4, st.st_size - 4), "little")
+                while hint < st.st_size:
+                    hint += 1 << 32
+            g = _Gunzip(name, limit, progress, hint)
+            g.feed(first)
+            while True:
+                chunk = src.read(_READ)
+                if not chunk:
+                    break
+                g.feed(chunk)
+                if len(g.out) >= _CHUNK:
+                    yield g.take()
+            g.finish()
+            yield g.take()
+        else:
+            sniffer, head = _Sniffer(name), bytearray()
+            total, chunk = 0, first
+            while chunk:
+                total += len(chunk)
+                if total > limit:
+                    raise _too_large(name, limit)
+                if not sniffer.done:  # a file of zeros is refused after its first chunk
+                    head += chunk
+                    sniffer.check(head)
+                    if sniffer.done:
+                        head = bytearray()
+                    elif sniffer.pos == len(head):  # blanks only so far
+                        head.clear()
+                        sniffer.pos = 0
+                yield chunk
+                chunk = src.read(_CHUNK)
+        if isinstance(src, _Digesting) and records is not None:
+            records.append(ReadRecord(os.path.realpath(path), st.st_size, st.st_mtime_ns, src.hash.hexdigest()))
+
+
 def rereadable(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a regular file that can be read a second time."""
     return str(path) != "-" and _regular(path)
@@ -594,6 +679,7 @@ __all__ = [
     "foreign_format",
     "gzip_size_hint",
     "is_gzip",
+    "iter_trace_blocks",
     "max_trace_bytes",
     "parse_size",
     "read_regular",
