@@ -221,20 +221,22 @@ def test_quiet_top_output_and_color(tmp_path):
     sev = [f.severity for f in r.findings]
     total = r.recoverable["ms"]  # the replay of every fix together (tests/test_render.py recomputes it)
     step = r.signals["step_time_ms"]
-    # dataloader-stall, optimizer, zero_grad, then no-tensor-core-use and pinned memory: replayed, AMP
-    # saves 2.8 ms of a step the host holds (tracedoc.signals.stepmodel). Severity follows the
-    # saving's share of the step (tracedoc.engine.claims.impact_severity): 33% error, 1.1-8.5% warning
-    assert sev == ["error", "warning", "warning", "warning", "warning"]
-    assert [f.base_severity for f in r.findings] == ["error", "info", "info", "warning", "warning"]
-    assert [f.code for f in r.findings] == ["TD101", "TD210", "TD202", "TD301", "TD102"]
+    # dataloader-stall, optimizer, fusable elementwise chains (TD204, 7.0 ms), zero_grad, then
+    # no-tensor-core-use and pinned memory: replayed, AMP saves 2.8 ms of a step the host holds
+    # (tracedoc.signals.stepmodel). Severity follows the saving's share of the step
+    # (tracedoc.engine.claims.impact_severity): 33% error, 1.1-8.5% warning
+    assert sev == ["error", "warning", "warning", "warning", "warning", "warning"]
+    assert [f.base_severity for f in r.findings] == ["error", "info", "info", "info", "warning", "warning"]
+    assert [f.code for f in r.findings] == ["TD101", "TD210", "TD204", "TD202", "TD301", "TD102"]
     assert q.stdout == (
-        f"5 findings (1 error, 4 warnings); ~{total:.1f} ms of a {step:.1f} ms step ({total / step:.0%}) recoverable\n"
+        f"6 findings (1 error, 5 warnings); ~{total:.1f} ms of a {step:.1f} ms step ({total / step:.0%}) recoverable"
+        " (fixes replayed together; 1 finding not replayed)\n"  # TD204's saving is its own estimate
     )
     out = tmp_path / "r.txt"
     r = run("analyze", WORKERS0, "--top", "2", "-o", out, "--color", "never")
     assert r.returncode == 1 and r.stdout == ""
     text = out.read_text(encoding="utf-8")
-    assert "#2 warning TD210" in text and "#3 " not in text and "3 more findings not shown (--top 2)" in text
+    assert "#2 warning TD210" in text and "#3 " not in text and "4 more findings not shown (--top 2)" in text
     assert "\x1b[" not in text and text.rstrip().endswith("recoverable")
     coloured = run("analyze", WORKERS0, "--top", "1", "--color", "always").stdout
     assert "\x1b[" in coloured
