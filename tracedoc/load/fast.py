@@ -757,6 +757,19 @@ def _unpack(cols: ArrayColumns) -> ArrayColumns:
     return cols
 
 
+def _merge_totals(out, cols) -> None:
+    """Set ``out``'s whole-trace figures from its parts' (``cols``, in order): the first start,
+    the last end, whether any part saw HIP runtime calls, the latest ``Record Window End``, and
+    the event and dropped-shape counts."""
+    out.min_ts = min(c.min_ts for c in cols)
+    out.max_end = max(c.max_end for c in cols)
+    out.hip_runtime = any(c.hip_runtime for c in cols)
+    ends = [c.window_end for c in cols if c.window_end is not None]
+    out.window_end = max(ends) if ends else None
+    out.n_events = sum(c.n_events for c in cols)
+    out.shape_args_dropped = sum(c.shape_args_dropped for c in cols)
+
+
 def _merge(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
     doc: dict = {}
     for d, _ in parts:
@@ -765,13 +778,7 @@ def _merge(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
     cols = [c for _, c in parts]
     for kind, spec in all_frame_columns().items():
         out.cols[kind] = {name: np.concatenate([c.cols[kind][name] for c in cols]) for name, _ in spec}
-    out.min_ts = min(c.min_ts for c in cols)
-    out.max_end = max(c.max_end for c in cols)
-    out.hip_runtime = any(c.hip_runtime for c in cols)
-    ends = [c.window_end for c in cols if c.window_end is not None]
-    out.window_end = max(ends) if ends else None
-    out.n_events = sum(c.n_events for c in cols)
-    out.shape_args_dropped = sum(c.shape_args_dropped for c in cols)
+    _merge_totals(out, cols)
     return doc, out
 
 
@@ -1140,13 +1147,7 @@ def _merge_packed(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayCo
                 c.cols[kind][name] = None
             del pieces
         out.cols[kind] = frame
-    out.min_ts = min(c.min_ts for c in cols)
-    out.max_end = max(c.max_end for c in cols)
-    out.hip_runtime = any(c.hip_runtime for c in cols)
-    ends = [c.window_end for c in cols if c.window_end is not None]
-    out.window_end = max(ends) if ends else None
-    out.n_events = sum(c.n_events for c in cols)
-    out.shape_args_dropped = sum(c.shape_args_dropped for c in cols)
+    _merge_totals(out, cols)
     return doc, out
 
 
