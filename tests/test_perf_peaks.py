@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tracedoc.perf.flops import OpCost, op_cost
+from tracedoc.perf.flops import OpCost, op_cost, roofline
 from tracedoc.perf.flops import roofline as flops_roofline
-from tracedoc.perf.peaks import DevicePeak, devices, match_device, roofline
+from tracedoc.perf.peaks import DevicePeak, devices, match_device
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"

@@ -6,7 +6,7 @@ A bottom layer: it imports nothing of tracedoc's above :mod:`tracedoc.errors` an
 The formulas, their sources and how they differ from TraceLens's are in ``docs/op-models.md``.
 """
 
-from tracedoc.perf.flops import OpCost, op_cost
-from tracedoc.perf.peaks import DevicePeak, Roofline, match_device, roofline
+from tracedoc.perf.flops import OpCost, Roofline, op_cost, roofline
+from tracedoc.perf.peaks import DevicePeak, match_device
 
 __all__ = ["DevicePeak", "OpCost", "Roofline", "match_device", "op_cost", "roofline"]

@@ -9,8 +9,8 @@ from the recorded properties (``numSms``, ``computeMajor``/``computeMinor``,
 ``totalGlobalMem``; the legacy ``multiProcessorCount``/``major``/``minor`` too). An unknown or
 ambiguous device gives ``None``: the peak is unknown, and nothing is guessed.
 
-:func:`roofline` (defined in :mod:`tracedoc.perf.flops`, re-exported here) places one op (its :class:`~tracedoc.perf.flops.OpCost` and measured time) on
-the roofline model (Williams, Waterman and Patterson, "Roofline: an insightful visual
+:func:`tracedoc.perf.flops.roofline` places one op (its :class:`~tracedoc.perf.flops.OpCost`
+and measured time) on the roofline model (Williams, Waterman and Patterson, "Roofline: an insightful visual
 performance model for multicore architectures", CACM 52(4), 2009): attainable throughput is
 ``min(peak compute, intensity * peak bandwidth)``; the ridge point ``peak compute / peak
 bandwidth`` (FLOP/byte) separates memory-bound ops (intensity below it) from compute-bound ones.
@@ -25,9 +25,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from tracedoc.perf.flops import Roofline, roofline
-
-__all__ = ["DevicePeak", "Roofline", "devices", "match_device", "roofline"]  # roofline lives in flops
+__all__ = ["DevicePeak", "devices", "match_device"]
 
 _RATE_FIELDS = ("fp64", "fp64_tc", "fp32", "fp32_tc", "tf32_tc", "fp16_tc", "bf16_tc", "fp8_tc", "fp4_tc", "int8_tc")
 
