@@ -137,13 +137,16 @@ def gzip_size_hint(path: str | os.PathLike[str]) -> int:
     if not _regular(path):
         return 0
     with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        csize = fh.tell()
-        if csize < 18:
-            return 0
-        fh.seek(-4, os.SEEK_END)
-        hint = int.from_bytes(fh.read(4), "little")
-    while hint < csize:
+        return _isize_hint(fh.fileno(), os.fstat(fh.fileno()).st_size)
+
+
+def _isize_hint(fd: int, size: int) -> int:
+    """:func:`gzip_size_hint` of an open regular file of ``size`` bytes, read with ``pread``
+    (the file's position does not move); 0 under 18 bytes (no room for a gzip trailer)."""
+    if size < 18:
+        return 0
+    hint = int.from_bytes(os.pread(fd, 4, size - 4), "little")
+    while hint < size:
         hint += 1 << 32
     return hint
 
@@ -503,11 +506,7 @@ def _read_open(
     if first[:1] == GZIP_MAGIC[:1] and len(first) == 1:  # a stream may deliver one byte at a time
         first += fh.read(1)
     if first[:2] == GZIP_MAGIC:
-        hint = 0
-        if regular and size >= 18:
-            hint = int.from_bytes(os.pread(fh.fileno(), 4, size - 4), "little")  # not through fh: no seek
-            while hint < size:
-                hint += 1 << 32
+        hint = _isize_hint(fh.fileno(), size) if regular else 0  # not through fh: no seek
         return _gunzip_stream(fh, first, name, limit, progress, hint), True
     _Sniffer(name).check(first)
     if regular:
@@ -628,11 +627,7 @@ def iter_trace_blocks(
         src: IO[bytes] | _Digesting = _Digesting(fh) if records is not None else fh
         first = src.read(2)
         if first[:2] == GZIP_MAGIC:
-            hint = 0
-            if st.st_size >= 18:
-                hint = int.from_bytes(os.pread(fh.fileno(), 4, st.st_size - 4), "little")
-                while hint < st.st_size:
-                    hint += 1 << 32
+            hint = _isize_hint(fh.fileno(), st.st_size)
             g = _Gunzip(name, limit, progress, hint)
             g.feed(first)
             while True:
