@@ -70,6 +70,7 @@ def test_gemm_row_by_hand(tmp_path):
     assert k["kernel"] == "sgemm_128x64_nn" and k["op"] == "aten::mm"
     assert k["occupancy_pct"] == pytest.approx(45.0)  # mean of 40 and 50
     assert k["tflops"] == row["tflops"]  # one kernel per call: the op's cost is the kernel's
+    assert (k["pct_of_peak"], k["bound"]) == (row["pct_of_peak"], row["bound"]) == (row["pct_of_peak"], "compute")
 
 
 def test_unknown_device_leaves_the_roofline_empty(tmp_path):

@@ -97,9 +97,7 @@ def _below_peak(ctx: SignalContext) -> tuple[list[dict], int]:
     saving first) and the number of complete steps."""
 
     def build():
-        from tracedoc.load.shapes import parse_shape_arg
-        from tracedoc.perf.flops import op_cost
-        from tracedoc.signals.opview import SHAPE_COLUMNS, _group_costs, _op_calls, device_peak
+        from tracedoc.signals.opview import _group_costs, _op_calls, device_peak
 
         _, _, n = _op_calls(ctx)
         peak = device_peak(ctx)
@@ -120,8 +118,7 @@ def _below_peak(ctx: SignalContext) -> tuple[list[dict], int]:
         bw = peak.mem_tbs
         rows = []
         for r in g.itertuples(index=False):
-            args = [parse_shape_arg(getattr(r, c)) if getattr(r, c) else None for c in SHAPE_COLUMNS]
-            cost = op_cost(r.name, *args)
+            cost = r.cost  # the group's OpCost, computed once by the op view
             if cost is None or cost.m is None or cost.n is None or cost.k is None or not (r.gpu_us > 0):
                 continue
             reasons = gemm_reasons(cost, tf32)

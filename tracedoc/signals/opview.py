@@ -107,10 +107,22 @@ def _text(value: Any) -> str | None:
 
 
 def _group_costs(ctx: SignalContext) -> pd.DataFrame:
-    """One row per (op name, recorded inputs) group: calls, gpu_us, kernels, flops and bytes
-    per call (NaN when unknown), kind, dtype, and the group's first op position."""
+    """One row per (op name, recorded inputs) group, largest GPU time first: the name and
+    :data:`SHAPE_COLUMNS` texts (``""`` when not recorded), calls, gpu_us, kernels, flops and
+    bytes per call (NaN when unknown), kind, dtype, ``cost`` (the
+    :class:`~tracedoc.perf.flops.OpCost`, or None) and ``gid`` (the group's number in
+    :func:`_call_groups`)."""
+    return _groups(ctx)[0]
 
-    def build() -> pd.DataFrame:
+
+def _call_groups(ctx: SignalContext) -> pd.Series:
+    """For each op call of :func:`_op_calls` (index: its row position in ``trace.ops``), the
+    ``gid`` of its group in :func:`_group_costs`."""
+    return _groups(ctx)[1]
+
+
+def _groups(ctx: SignalContext) -> tuple[pd.DataFrame, pd.Series]:
+    def build() -> tuple[pd.DataFrame, pd.Series]:
         from tracedoc.load.shapes import parse_shape_arg
         from tracedoc.perf.flops import op_cost
 
@@ -125,23 +137,22 @@ def _group_costs(ctx: SignalContext) -> pd.DataFrame:
         )
         key = ["name", *SHAPE_COLUMNS]
         keyed = calls.assign(**{c: calls[c].map(_text).fillna("") for c in SHAPE_COLUMNS})
-        g = (
-            keyed.reset_index()
-            .groupby(key, sort=False)
-            .agg(calls=("gpu_us", "size"), gpu_us=("gpu_us", "sum"), kernels=("n_kernels", "sum"))
-            .reset_index()
-        )
-        flops, nbytes, kind, dtype = [], [], [], []
+        by_key = keyed.groupby(key, sort=False)
+        gid = by_key.ngroup()  # numbered in order of first appearance, as the groups below
+        g = by_key.agg(calls=("gpu_us", "size"), gpu_us=("gpu_us", "sum"), kernels=("n_kernels", "sum")).reset_index()
+        costs = []
         for r in g.itertuples(index=False):
             args = [parse_shape_arg(getattr(r, c)) if getattr(r, c) else None for c in SHAPE_COLUMNS]
-            cost = op_cost(r.name, args[0], args[1], args[2], args[3]) if args[0] is not None else None
-            flops.append(cost.flops if cost else np.nan)
-            nbytes.append(cost.bytes if cost else np.nan)
-            kind.append(cost.kind if cost else None)
-            dtype.append(cost.dtype if cost else None)
-        return g.assign(flops=flops, bytes=nbytes, kind=kind, dtype=dtype).sort_values(
-            "gpu_us", ascending=False, kind="stable"
+            costs.append(op_cost(r.name, args[0], args[1], args[2], args[3]) if args[0] is not None else None)
+        g = g.assign(
+            flops=[c.flops if c else np.nan for c in costs],
+            bytes=[c.bytes if c else np.nan for c in costs],
+            kind=[c.kind if c else None for c in costs],
+            dtype=[c.dtype if c else None for c in costs],
+            cost=costs,
+            gid=np.arange(len(g)),
         )
+        return g.sort_values("gpu_us", ascending=False, kind="stable"), gid
 
     return ctx.cached("opview_groups", build)
 
@@ -223,29 +234,33 @@ def kernel_view(ctx: SignalContext) -> list[dict]:
         SignalUnavailable: no kernels, or none starts in a complete step window.
     """
     kern, per_call, n = _op_calls(ctx)
-    groups = _group_costs(ctx)
-    ops = ctx.trace.ops
-    # cost per op call, for the calls that launched exactly one kernel
+    groups = _group_costs(ctx).sort_values("gid")
+    names = ctx.trace.ops["name"].to_numpy(dtype=object)
+    # the op's cost per call, summed per kernel, over the calls that launched that kernel alone
     single = per_call[per_call["n_kernels"] == 1]
-    cost_of: dict[tuple, tuple[float, float, Any, Any]] = {
-        (r.name, r.input_dims, r.input_types, r.concrete_inputs, r.input_strides): (r.flops, r.bytes, r.kind, r.dtype)
-        for r in groups.itertuples(index=False)
-    }
-    names = ops["name"].to_numpy(dtype=object)
-    shape_cols = {
-        c: (ops[c].to_numpy(dtype=object) if c in ops.columns else np.full(len(ops), None, dtype=object))
-        for c in SHAPE_COLUMNS
-    }
-    attributed: dict[str, list[float]] = {}
-    for pos, r in zip(single.index.to_numpy(), single.itertuples(index=False), strict=True):
-        key = (names[pos], *((_text(shape_cols[c][pos]) or "") for c in SHAPE_COLUMNS))
-        fl, by, kind, dtype = cost_of.get(key, (np.nan, np.nan, None, None))
-        if math.isnan(fl) and math.isnan(by):
-            continue
-        acc = attributed.setdefault(r.kernel, [0.0, 0.0, 0.0, kind, dtype])
-        acc[0] += 0.0 if math.isnan(fl) else fl
-        acc[1] += 0.0 if math.isnan(by) else by
-        acc[2] += float(r.gpu_us)
+    gid = _call_groups(ctx).loc[single.index].to_numpy()
+    fl, by = groups["flops"].to_numpy(dtype=float)[gid], groups["bytes"].to_numpy(dtype=float)[gid]
+    known = ~(np.isnan(fl) & np.isnan(by))
+    attributed = (
+        pd.DataFrame(
+            {
+                "kernel": single["kernel"].to_numpy(dtype=object)[known],
+                "flops": np.nan_to_num(fl[known]),
+                "bytes": np.nan_to_num(by[known]),
+                "us": single["gpu_us"].to_numpy(dtype=float)[known],
+                "kind": groups["kind"].to_numpy(dtype=object)[gid][known],
+                "dtype": groups["dtype"].to_numpy(dtype=object)[gid][known],
+            }
+        )
+        .groupby("kernel", sort=False)
+        .agg(
+            flops=("flops", "sum"),
+            bytes=("bytes", "sum"),
+            us=("us", "sum"),
+            kind=("kind", "first"),
+            dtype=("dtype", "first"),
+        )
+    )
     kern = kern.assign(op=[names[p] if p >= 0 else None for p in kern["op_pos"].to_numpy()])
     g = (
         kern.groupby("name", sort=False)
@@ -256,12 +271,11 @@ def kernel_view(ctx: SignalContext) -> list[dict]:
     op_by_time = kern[kern["op"].notna()].groupby(["name", "op"])["dur_us"].sum()
     rows = []
     for name, r in g.iterrows():
-        acc = attributed.get(name)
-        roof = (
-            _roofline_fields(ctx, acc[0], acc[1], acc[3], acc[4], acc[2] * 1e-6)
-            if acc
-            else _roofline_fields(ctx, np.nan, np.nan, None, None, 0.0)
-        )
+        if name in attributed.index:
+            a = attributed.loc[name]  # by key: a Series' .dtype is its own, not the column's
+            roof = _roofline_fields(ctx, a["flops"], a["bytes"], a["kind"], a["dtype"], a["us"] * 1e-6)
+        else:
+            roof = _roofline_fields(ctx, np.nan, np.nan, None, None, 0.0)
         try:
             op = str(op_by_time.loc[name].idxmax())
         except KeyError:
