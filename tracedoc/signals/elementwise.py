@@ -81,7 +81,7 @@ def _calls(ctx: SignalContext):
     from tracedoc.load.shapes import parse_shape_arg
     from tracedoc.perf.flops import op_cost
     from tracedoc.signals.gpu import kernels_in_windows_mask
-    from tracedoc.signals.opview import SHAPE_COLUMNS, _op_calls, _text, device_peak
+    from tracedoc.signals.opview import SHAPE_COLUMNS, _call_groups, _group_costs, _op_calls, device_peak
 
     kern, _, n = _op_calls(ctx)
     keep = kernels_in_windows_mask(ctx)
@@ -98,17 +98,14 @@ def _calls(ctx: SignalContext):
     except SignalUnavailable:
         pass
     peak = device_peak(ctx)
-    ops = ctx.trace.ops
-    names = ops["name"].to_numpy(dtype=object)
-    cols = {c: ops[c].to_numpy(dtype=object) if c in ops.columns else None for c in SHAPE_COLUMNS}
-    cache: dict[tuple, tuple | None] = {}
-    info: dict[int, tuple] = {}
-    for p in np.unique(op_pos[op_pos >= 0]):
-        key = (names[p], *((_text(cols[c][p]) or "") if cols[c] is not None else "" for c in SHAPE_COLUMNS))
-        if key not in cache:
-            cache[key] = _candidate(key, parse_shape_arg, op_cost, peak)
-        if cache[key] is not None:
-            info[int(p)] = cache[key]
+    # one candidate per op-view group (name and recorded inputs), then each call takes its group's
+    by_gid = {
+        r.gid: _candidate((r.name, *(getattr(r, c) for c in SHAPE_COLUMNS)), parse_shape_arg, op_cost, peak)
+        for r in _group_costs(ctx).itertuples(index=False)
+    }
+    calls = np.unique(op_pos[op_pos >= 0])
+    gids = _call_groups(ctx).loc[calls].to_numpy()
+    info: dict[int, tuple] = {int(p): by_gid[g] for p, g in zip(calls, gids, strict=True) if by_gid[g] is not None}
     cand = np.array([p in info for p in op_pos.tolist()], dtype=bool) if len(op_pos) else np.zeros(0, dtype=bool)
     from tracedoc.signals.steps import step_windows
 
