@@ -102,28 +102,44 @@ def paint(
         extra_bounds: more boundaries to cut at (e.g. step windows), clipped to the span.
 
     Returns:
-        ``(grid, assigned)``: sorted boundaries (length m) and, for each of the m-1
+        ``(grid, assigned)``: sorted boundaries (length m, float64) and, for each of the m-1
         segments ``[grid[j], grid[j+1])``, the index of the first layer covering it, or
-        ``len(layers)`` when none does. Vectorised: O((n + m) log m) per layer.
+        ``len(layers)`` when none does (the smallest integer type that holds ``len(layers)``).
+        Vectorised: O(n log n) for the grid, then O(n_k log m) per layer.
+
+    Memory: every bound is clipped into one preallocated float64 buffer that is sorted in
+    place, and each layer's bounds are found in the grid by binary search one layer at a
+    time, so the transient is about 9 bytes per bound plus one layer's positions (issue 24:
+    ``np.unique(..., return_inverse=True)`` over all bounds held the bounds, their clipped
+    copies, the sort permutation and the inverse, about 40 bytes per bound).
     """
-    bounds = [np.array([lo, hi], dtype=np.float64)]
-    for arr in extra_bounds or []:
-        bounds.append(np.clip(np.asarray(arr, dtype=np.float64), lo, hi))
-    first_layer = len(bounds)
-    for a, b in layers:
-        bounds.append(np.clip(np.asarray(a, dtype=np.float64), lo, hi))
-        bounds.append(np.clip(np.asarray(b, dtype=np.float64), lo, hi))
-    # the inverse of the unique is each bound's grid index: the same integers as searching every
-    # bound in the grid (covered_mask), without a binary search per bound
-    grid, pos = np.unique(np.concatenate(bounds), return_inverse=True)
-    offsets = np.cumsum([0] + [b.size for b in bounds])
+    extra = [np.asarray(arr, dtype=np.float64) for arr in extra_bounds or []]
+    n = 2 + sum(a.size for a in extra) + sum(2 * np.asarray(a).size for a, _ in layers)
+    buf = np.empty(n, dtype=np.float64)
+    buf[0], buf[1] = lo, hi
+    i = 2
+    for arr in extra + [np.asarray(x, dtype=np.float64) for ab in layers for x in ab]:
+        np.clip(arr, lo, hi, out=buf[i : i + arr.size])
+        i += arr.size
+    buf.sort()
+    # distinct values, NaN kept once at the end as np.unique keeps it
+    keep = np.empty(n, dtype=bool)
+    keep[0] = True
+    np.not_equal(buf[1:], buf[:-1], out=keep[1:])
+    nan = np.isnan(buf)
+    if nan.any():
+        keep[nan] = False
+        keep[int(np.argmax(nan))] = True
+    grid = buf[keep]
+    del buf, keep, nan
     m = grid.size
-    assigned = np.full(max(m - 1, 0), len(layers), dtype=np.int64)
+    assigned = np.full(max(m - 1, 0), len(layers), dtype=np.min_scalar_type(len(layers)))
     for k in range(len(layers) - 1, -1, -1):  # lowest priority first, higher ones overwrite
-        i = first_layer + 2 * k
-        if offsets[i + 1] == offsets[i]:
+        a, b = layers[k]
+        if not np.asarray(a).size:
             continue  # an empty layer covers nothing
-        starts, ends = pos[offsets[i] : offsets[i + 1]], pos[offsets[i + 1] : offsets[i + 2]]
+        starts = np.searchsorted(grid, np.clip(np.asarray(a, dtype=np.float64), lo, hi))
+        ends = np.searchsorted(grid, np.clip(np.asarray(b, dtype=np.float64), lo, hi))
         assigned[_covered(starts, ends, m)] = k
     return grid, assigned
 

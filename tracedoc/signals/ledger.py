@@ -684,21 +684,23 @@ def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarr
                 key["untraced"],
             ]
         )
-        labels = to_key[assigned]
-        queued = labels < 0
-        if queued.any():
+        labels = to_key.astype(np.int8)[assigned]
+        # queued segments only: one (m,) temporary per step over every segment held m floats
+        # at a time (issue 24)
+        queued = np.flatnonzero(labels < 0)
+        if queued.size:
             # length of the idle gap (hole in the busy union) that holds each queued segment
             bs_, be_ = merge(gs, ge)
             # sentinels: an empty busy union (zero-length events) leaves one gap, the whole span
             be_ = np.concatenate([[lo], be_])
             bs_ = np.concatenate([bs_, [hi]])
-            mid = (grid[:-1] + grid[1:]) / 2
+            mid = (grid[queued] + grid[queued + 1]) / 2
             k = np.searchsorted(be_, mid, side="right") - 1  # the last block end at or before mid
             gap_start = be_[np.maximum(k, 0)]
             gap_end = bs_[np.minimum(k, bs_.size - 1)]
             short = (gap_end - gap_start) < KERNEL_WAIT_MAX_US
-            long_owner = np.where(labels == -2, key["dependency_wait"], key["other_idle"])
-            labels = np.where(queued, np.where(short, key["kernel_wait"], long_owner), labels)
+            long_owner = np.where(labels[queued] == -2, key["dependency_wait"], key["other_idle"])
+            labels[queued] = np.where(short, key["kernel_wait"], long_owner)
         return grid, labels
 
     return ctx.cached(f"ledger_paint_{device}", build)

@@ -289,8 +289,10 @@ def primary_gpu_events(ctx: SignalContext) -> pd.DataFrame:
     def build() -> pd.DataFrame:
         g = gpu_events(ctx)
         dev = ctx.device
-        if dev is not None and (g["device"] == dev.id).any():
-            g = g[(g["device"] == dev.id).to_numpy()]
+        on = (g["device"] == dev.id).to_numpy() if dev is not None else None
+        # one device (the usual case): the same frame, not a copy of it (issue 24)
+        if on is not None and on.any() and not on.all():
+            g = g[on]
         return g
 
     return ctx.cached("primary_gpu_events", build)
@@ -346,7 +348,7 @@ def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
             (o_ts[cpu], o_end[cpu], cat["cpu_exec"]),
         ]
         grid, assigned = paint([(a, b) for a, b, _ in layers], ws.min(), we.max(), [ws, we])
-        to_cat = np.array([c for _, _, c in layers] + [cat["other"]])
+        to_cat = np.array([c for _, _, c in layers] + [cat["other"]], dtype=np.int8)
         out = per_window(grid, to_cat[assigned], len(BREAKDOWN_CATEGORIES), ws, we)
         df = pd.DataFrame(out, columns=list(BREAKDOWN_CATEGORIES))
         df.insert(0, "step", w["step"].to_numpy())

@@ -64,6 +64,11 @@ def _primary_kernel_mask(ctx: SignalContext) -> np.ndarray:
     return m
 
 
+def _rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """``df[mask]``, or ``df`` itself when ``mask`` keeps every row."""
+    return df if mask.all() else df[mask]
+
+
 def window_kernels(ctx: SignalContext) -> pd.DataFrame:
     """Rows of :func:`~tracedoc.signals.attribution.kernel_ops` for the primary device's kernels
     that start inside a complete step window (cached per context; the same columns).
@@ -72,7 +77,8 @@ def window_kernels(ctx: SignalContext) -> pd.DataFrame:
         SignalUnavailable: no kernel, or no kernel time, inside the step windows.
     """
     # filtered once per context: the Tensor Core signals and compiled_kernel_share read it
-    ko = ctx.cached("window_kernels", lambda: kernel_ops(ctx)[_primary_kernel_mask(ctx)])
+    # every kernel kept (no kernel outside the windows): the same frame, not a copy (issue 24)
+    ko = ctx.cached("window_kernels", lambda: _rows(kernel_ops(ctx), _primary_kernel_mask(ctx)))
     if not len(ko) or ko["dur_us"].sum() <= 0:
         raise SignalUnavailable("no kernel time inside the step windows")
     return ko

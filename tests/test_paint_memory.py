@@ -1,0 +1,103 @@
+"""The interval painter, the ledger's queued-segment labels and the frames that are no longer
+copied (issue 24: the same results in less memory).
+
+``paint`` is checked against a brute-force reference written from its docstring: each
+elementary segment of the sorted distinct clipped bounds belongs to the first layer whose
+``[start, end)`` contains it, or to ``len(layers)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import real_trace
+from tests.tracebuilder import V100, TraceBuilder
+from tracedoc.load import load
+from tracedoc.signals import SignalContext
+from tracedoc.signals.attribution import kernel_ops
+from tracedoc.signals.intervals import paint
+from tracedoc.signals.steps import gpu_events, primary_gpu_events
+from tracedoc.signals.tensor_core import window_kernels
+
+
+def _reference(layers, lo, hi, extra):
+    bounds = {lo, hi} | {min(max(x, lo), hi) for arr in extra for x in arr}
+    for a, b in layers:
+        bounds |= {min(max(x, lo), hi) for x in list(a) + list(b)}
+    grid = sorted(bounds)
+    out = []
+    for s, e in zip(grid[:-1], grid[1:], strict=True):
+        owner = len(layers)
+        for k, (a, b) in enumerate(layers):
+            if any(min(max(x, lo), hi) <= s and e <= min(max(y, lo), hi) for x, y in zip(a, b, strict=True)):
+                owner = k
+                break
+        out.append(owner)
+    return grid, out
+
+
+_times = st.integers(min_value=-5, max_value=40).map(float)
+_span = st.tuples(_times, st.integers(min_value=0, max_value=12).map(float)).map(lambda t: (t[0], t[0] + t[1]))
+_layer = st.lists(_span, max_size=6).map(
+    lambda spans: (np.array([s for s, _ in spans], dtype=float), np.array([e for _, e in spans], dtype=float))
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_layer, min_size=1, max_size=5), st.lists(_times, max_size=4))
+def test_paint_matches_brute_force(layers, extra):
+    lo, hi = 0.0, 30.0
+    grid, assigned = paint(layers, lo, hi, [np.array(extra, dtype=float)])
+    ref_grid, ref_assigned = _reference(layers, lo, hi, [extra])
+    assert grid.tolist() == ref_grid
+    assert assigned.tolist() == ref_assigned
+    assert grid.dtype == np.float64
+    assert assigned.dtype.itemsize == 1  # five layers fit one byte (the held result, issue 24)
+
+
+def test_paint_int_inputs_and_empty_layers():
+    grid, assigned = paint([(np.array([1, 4]), np.array([3, 6])), (np.array([]), np.array([]))], 0, 10)
+    assert grid.tolist() == [0.0, 1.0, 3.0, 4.0, 6.0, 10.0]
+    assert assigned.tolist() == [2, 0, 2, 0, 2]
+
+
+def test_paint_keeps_one_nan_bound_like_unique():
+    # a NaN end (an event with no end) becomes one grid point after every number, as
+    # np.unique(equal_nan=True) made it (the painter before issue 24 gave the same), so its span
+    # runs to the end of [lo, hi)
+    grid, assigned = paint([(np.array([2.0, 5.0]), np.array([np.nan, 7.0]))], 0.0, 10.0)
+    assert grid[:-1].tolist() == [0.0, 2.0, 5.0, 7.0, 10.0] and np.isnan(grid[-1])
+    assert assigned.tolist() == [1, 0, 0, 0, 0]
+
+
+def _two_device_trace(tmp_path, outside: bool, second: bool = True):
+    b = TraceBuilder(devices=[V100, dict(V100, id=1)] if second else [V100])
+    for n in range(3):
+        t0 = 1000.0 * n
+        b.step(n, t0, 1000.0)
+        b.kernel("ampere_sgemm_64x64_nn", t0 + 10, t0 + 20, 500.0, device=0)
+        if second:
+            b.kernel("ampere_sgemm_64x64_nn", t0 + 30, t0 + 40, 100.0, device=1)
+    if outside:  # a kernel after the last step: not in any window
+        b.kernel("ampere_sgemm_64x64_nn", 3100.0, 3110.0, 50.0, device=0)
+    return load(b.write(tmp_path / f"t{int(outside)}.json"))
+
+
+def test_primary_gpu_events_is_a_copy_only_when_it_filters(tmp_path):
+    ctx = SignalContext(load(real_trace("v100_resnet50_workers0.pt.trace.json.gz")))  # one device: the frame itself
+    assert primary_gpu_events(ctx) is gpu_events(ctx)
+    ctx = SignalContext(_two_device_trace(tmp_path, outside=False))
+    prim, g = primary_gpu_events(ctx), gpu_events(ctx)
+    assert prim is not g
+    assert set(prim["device"]) == {0} and len(prim) == (g["device"] == 0).sum() == 3
+
+
+def test_window_kernels_is_a_copy_only_when_it_filters(tmp_path):
+    ctx = SignalContext(_two_device_trace(tmp_path, outside=False, second=False))
+    assert window_kernels(ctx) is kernel_ops(ctx)  # every kernel in a complete step: no copy
+    ctx = SignalContext(_two_device_trace(tmp_path, outside=True))
+    wk = window_kernels(ctx)
+    assert wk is not kernel_ops(ctx)
+    assert len(wk) == 3 and set(wk["device"]) == {0}  # the other device and the late kernel left out
