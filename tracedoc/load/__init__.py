@@ -162,9 +162,13 @@ def _load_streaming(
             return None
         if progress:
             progress("building frames")
+        from tracedoc.heap import release_free_memory
         from tracedoc.load.build import build_trace
 
-        return build_trace(cols, doc, p)
+        trace = build_trace(cols, doc, p)
+        del cols, doc
+        release_free_memory()  # the decoded parts' memory, freed but kept by malloc
+        return trace
     finally:
         if gc_was_enabled:
             gc.enable()
