@@ -1,19 +1,12 @@
-"""tracedoc.heap: glibc's allocator settings, and nothing anywhere else (issue 24)."""
+"""tracedoc.heap: glibc's malloc_trim, and nothing anywhere else (issue 24)."""
 
 from __future__ import annotations
-
-import platform
 
 from tracedoc import heap
 
 
-def _glibc() -> bool:
-    return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
-
-
 def test_no_op_without_glibc(monkeypatch):
     monkeypatch.setattr(heap, "_libc", lambda: None)
-    assert heap.fix_mmap_threshold() is False
     assert heap.release_free_memory() is False
 
 
@@ -21,27 +14,29 @@ def test_calls_reach_the_c_library(monkeypatch):
     calls = []
 
     class FakeLibc:
-        def mallopt(self, param, value):
-            calls.append(("mallopt", param, value))
+        def malloc_trim(self, pad):
+            calls.append(pad)
             return 1
 
-        def malloc_trim(self, pad):
-            calls.append(("malloc_trim", pad))
-            return 0
-
     monkeypatch.setattr(heap, "_libc", FakeLibc)
-    assert heap.fix_mmap_threshold() is True
-    assert heap.release_free_memory() is False  # nothing returned
-    assert calls == [("mallopt", -3, heap.MMAP_THRESHOLD_BYTES), ("malloc_trim", 0)]
+    assert heap.release_free_memory() is True
+    assert calls == [0]
 
 
-def test_a_libc_without_the_calls_is_a_no_op(monkeypatch):
+def test_a_libc_without_the_call_is_a_no_op(monkeypatch):
     monkeypatch.setattr(heap, "_libc", lambda: object())
-    assert heap.fix_mmap_threshold() is False
     assert heap.release_free_memory() is False
 
 
 def test_the_real_c_library():
-    # glibc takes the threshold; any other C library is left alone
-    assert heap.fix_mmap_threshold() is _glibc()
-    assert heap.release_free_memory() in (True, False)
+    assert heap.release_free_memory() in (True, False)  # never raises, wherever it runs
+
+
+def test_the_loader_trims_after_building_the_frames(monkeypatch, tmp_path):
+    from tests.tracebuilder import dataloader_bound
+    from tracedoc.load import load
+
+    calls = []
+    monkeypatch.setattr(heap, "release_free_memory", lambda: calls.append(1) or True)
+    trace = load(dataloader_bound().write(tmp_path / "t.json"))
+    assert trace.n_events > 0 and calls == [1]

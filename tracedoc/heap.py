@@ -1,14 +1,17 @@
 """The C heap under the frames: give freed memory back to the operating system (glibc only).
 
-Measured in ``benchmarks/RESULTS.md`` (issue 24): after a 1 M-event trace is loaded, glibc's
-malloc still held about 110 MiB the loader had freed (decoded parts, their Python objects),
-and during the analysis it kept NumPy temporaries of a few MiB in its heap instead of
-returning them, because its mmap threshold rises to the size of the largest freed block (up
-to 32 MiB on 64-bit, ``mallopt(3)``, "M_MMAP_THRESHOLD"). Both count in the peak RSS that
-decides whether a trace of many GB can be read at all.
+Measured in ``benchmarks/RESULTS.md`` (issue 24): after a 1 M-event trace was loaded, glibc's
+malloc still held about 110 MiB that the loader had freed (decoded parts and their Python
+objects). It counts in the peak RSS that decides whether a trace of many GB can be read at all.
+:func:`release_free_memory` runs once the loader has built the frames.
 
-Every function here is a no-op that returns False where the C library is not glibc (macOS,
-musl, Windows): nothing depends on them but the memory figures.
+Fixing glibc's mmap threshold (``mallopt(3)``, ``M_MMAP_THRESHOLD``) so that large NumPy
+temporaries go back to the system when freed was measured too and left out: at 1 MiB it cut
+the peak by 7-9% and cost 13-17% more time (page faults on fresh pages for every large
+temporary).
+
+The function is a no-op that returns False where the C library is not glibc (macOS, musl,
+Windows): nothing depends on it but the memory figures.
 """
 
 from __future__ import annotations
@@ -17,13 +20,6 @@ import ctypes
 import ctypes.util
 import platform
 from functools import lru_cache
-
-#: ``M_MMAP_THRESHOLD`` from glibc's ``malloc.h``.
-_M_MMAP_THRESHOLD = -3
-#: Blocks of at least this many bytes get pages of their own, returned to the system on free.
-#: 1 MiB: the same peak as 128 KiB on ``benchmarks/run.py``'s traces (within 2%) with no
-#: measurable time cost, where 128 KiB (glibc's starting value) cost up to 20% in page faults.
-MMAP_THRESHOLD_BYTES = 1 << 20
 
 
 @lru_cache(maxsize=1)
@@ -35,19 +31,6 @@ def _libc():
         return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     except OSError:
         return None
-
-
-def fix_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
-    """Fix glibc's mmap threshold at ``nbytes`` for this process (and the processes it forks
-    later), which also stops it from rising. For a process that tracedoc owns (the CLI): it
-    changes the whole process's allocator. True when applied."""
-    libc = _libc()
-    if libc is None:
-        return False
-    try:
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)))
-    except (AttributeError, OSError):
-        return False
 
 
 def release_free_memory() -> bool:

@@ -92,13 +92,7 @@ def main() -> None:
     ``os._exit``: tearing down the interpreter would free a large trace's frames object
     by object (about 0.2 s for a 300 MB trace, measured in benchmarks/RESULTS.md) for
     nothing. Nothing tracedoc runs relies on ``atexit`` handlers.
-
-    It fixes glibc's mmap threshold first (:func:`tracedoc.heap.fix_mmap_threshold`): the
-    process is tracedoc's own.
     """
-    from tracedoc.heap import fix_mmap_threshold
-
-    fix_mmap_threshold()  # large NumPy temporaries go back to the system when freed (issue 24)
     code = 0
     usage_errors = _usage_exceptions()
     try:
