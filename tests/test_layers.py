@@ -22,6 +22,7 @@ LAYERS = {
     "tracedoc.errors": 0,
     "tracedoc.hostfacts": 0,
     "tracedoc.schema": 0,
+    "tracedoc.heap": 0,  # glibc malloc_trim for the loader: no tracedoc imports
     "tracedoc.perf": 1,  # op cost models and device peaks: plain data in, numbers out
     "tracedoc.trace": 1,
     "tracedoc.load": 1,
