@@ -279,6 +279,13 @@ def dataloader_spans(ctx: SignalContext) -> pd.DataFrame:
     return ctx.trace.ops[dataloader_mask(ctx)]
 
 
+def keep_rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """``df[mask]``, or ``df`` itself (not a copy) when the boolean ``mask`` keeps every row:
+    cached views that usually keep everything then cost no memory (issue 24). Callers must
+    not modify the frame they get."""
+    return df if mask.all() else df[mask]
+
+
 def primary_gpu_events(ctx: SignalContext) -> pd.DataFrame:
     """:func:`gpu_events` of the primary device (the one with the most kernel time).
 
@@ -289,10 +296,8 @@ def primary_gpu_events(ctx: SignalContext) -> pd.DataFrame:
     def build() -> pd.DataFrame:
         g = gpu_events(ctx)
         dev = ctx.device
-        on = (g["device"] == dev.id).to_numpy() if dev is not None else None
-        # one device (the usual case): the same frame, not a copy of it (issue 24)
-        if on is not None and on.any() and not on.all():
-            g = g[on]
+        if dev is not None and (on := (g["device"] == dev.id).to_numpy()).any():
+            g = keep_rows(g, on)  # one device (the usual case): the frame itself
         return g
 
     return ctx.cached("primary_gpu_events", build)

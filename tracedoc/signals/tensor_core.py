@@ -20,7 +20,7 @@ from tracedoc.signals.attribution import kernel_ops
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.gpu import kernels_in_windows_mask
 from tracedoc.signals.intervals import overlap_per_window
-from tracedoc.signals.steps import complete_mask, step_windows
+from tracedoc.signals.steps import complete_mask, keep_rows, step_windows
 from tracedoc.signals.strings import cached_name_mask
 
 #: First NVIDIA compute capability with Tensor Cores (Volta, sm_70).
@@ -64,11 +64,6 @@ def _primary_kernel_mask(ctx: SignalContext) -> np.ndarray:
     return m
 
 
-def _rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
-    """``df[mask]``, or ``df`` itself when ``mask`` keeps every row."""
-    return df if mask.all() else df[mask]
-
-
 def window_kernels(ctx: SignalContext) -> pd.DataFrame:
     """Rows of :func:`~tracedoc.signals.attribution.kernel_ops` for the primary device's kernels
     that start inside a complete step window (cached per context; the same columns).
@@ -78,7 +73,7 @@ def window_kernels(ctx: SignalContext) -> pd.DataFrame:
     """
     # filtered once per context: the Tensor Core signals and compiled_kernel_share read it
     # every kernel kept (no kernel outside the windows): the same frame, not a copy (issue 24)
-    ko = ctx.cached("window_kernels", lambda: _rows(kernel_ops(ctx), _primary_kernel_mask(ctx)))
+    ko = ctx.cached("window_kernels", lambda: keep_rows(kernel_ops(ctx), _primary_kernel_mask(ctx)))
     if not len(ko) or ko["dur_us"].sum() <= 0:
         raise SignalUnavailable("no kernel time inside the step windows")
     return ko
