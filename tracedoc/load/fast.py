@@ -770,12 +770,17 @@ def _merge_totals(out, cols) -> None:
     out.shape_args_dropped = sum(c.shape_args_dropped for c in cols)
 
 
-def _merge(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
+def _split_parts(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, list[ArrayColumns]]:
+    """The parts' top-level keys merged in order (a later part's value wins), and their columns."""
     doc: dict = {}
     for d, _ in parts:
         doc.update(d)
+    return doc, [c for _, c in parts]
+
+
+def _merge(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayColumns]:
+    doc, cols = _split_parts(parts)
     out = ArrayColumns()
-    cols = [c for _, c in parts]
     for kind, spec in all_frame_columns().items():
         out.cols[kind] = {name: np.concatenate([c.cols[kind][name] for c in cols]) for name, _ in spec}
     _merge_totals(out, cols)
@@ -1128,11 +1133,8 @@ def _merge_packed(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayCo
     columns through one dictionary of their distinct values (each value one object), a
     recorded-input column absent from every part as an all-None view (no memory), ``end_us``
     as zeros (the frame stage computes it)."""
-    doc: dict = {}
-    for d, _ in parts:
-        doc.update(d)
+    doc, cols = _split_parts(parts)
     out = ArrayColumns()
-    cols = [c for _, c in parts]
     for kind, spec in all_frame_columns().items():
         frame: dict[str, Any] = {}
         for name, _ in spec:
