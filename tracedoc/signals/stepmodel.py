@@ -706,26 +706,55 @@ def _gap_shares(sch: _Schedule, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass
+class _AnchorOrder:
+    """The parts of every replay that no transformation changes (built once per context)."""
+
+    by_step: np.ndarray  # anchor indices, by step window then order (anchors outside windows first)
+    bounds: np.ndarray  # step k's anchors are by_step[bounds[k]:bounds[k + 1]]
+    prev: np.ndarray  # p_i: the latest end of the step's earlier anchors (cs_k before the first)
+    gap_obs: np.ndarray  # max(ts_i - p_i, 0): the observed CPU time before anchor i
+    t_from: np.ndarray  # per window, where its tail starts: its anchors' latest end, or cs_k
+
+
+def _anchor_order(ctx: SignalContext) -> _AnchorOrder:
+    def build() -> _AnchorOrder:
+        sch = _schedule(ctx)
+        cs = step_windows(ctx)["cpu_start_us"].to_numpy()
+        nw, na = cs.size, sch.a_ts.size
+        prev = np.array(cs, dtype=float)[np.maximum(sch.a_step, 0)] if na else np.zeros(0)
+        # each step's anchors, in order, from one stable sort: a scan of every anchor per step was
+        # quadratic in the trace's length (11,667 steps of 35 M events, issue 24)
+        by_step = np.argsort(sch.a_step, kind="stable")
+        bounds = np.searchsorted(sch.a_step[by_step], np.arange(nw + 1), side="left")
+        for k in range(nw):
+            sel = by_step[bounds[k] : bounds[k + 1]]
+            if sel.size > 1:
+                prev[sel[1:]] = np.maximum.accumulate(sch.a_end[sel])[:-1]
+        t_from = np.array(cs, dtype=float)
+        if na:
+            has = sch.a_step >= 0
+            np.maximum.at(t_from, sch.a_step[has], sch.a_end[has])
+        return _AnchorOrder(by_step, bounds, prev, np.maximum(sch.a_ts - prev, 0.0), t_from)
+
+    return ctx.cached("stepmodel_anchor_order", build)
+
+
 def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Replay:
     """Replay every step window under ``what`` (module docstring); with ``trace_path`` also
-    read the critical path of each replayed window."""
+    read the critical path of each replayed window.
+
+    The transformation's arithmetic is vectorised; the pass itself is a loop over anchors and
+    GPU events in order, on Python lists (a scalar read from a numpy array costs several times
+    a list's, and the loop is the step model's whole cost: issue 24's profile)."""
     sch = _schedule(ctx)
+    order = _anchor_order(ctx)
     w = step_windows(ctx)
     ws, cs, ce = w["start_us"].to_numpy(), w["cpu_start_us"].to_numpy(), w["cpu_end_us"].to_numpy()
     nw, na = len(w), sch.a_ts.size
     removed = _Removed(sch.regions, what.cpu_scale)
     f = what.cpu_factor
-    # CPU time before each anchor: [p_i, max(p_i, ts_i)), kept under the transformation
-    prev = np.array(cs, dtype=float)[np.maximum(sch.a_step, 0)] if na else np.zeros(0)
-    # each step's anchors, in order, from one stable sort: a scan of every anchor per step was
-    # quadratic in the trace's length (11,667 steps of 35 M events, issue 24)
-    by_step = np.argsort(sch.a_step, kind="stable")
-    bounds = np.searchsorted(sch.a_step[by_step], np.arange(nw + 1), side="left")
-    for k in range(nw):
-        sel = by_step[bounds[k] : bounds[k + 1]]
-        if sel.size > 1:
-            prev[sel[1:]] = np.maximum.accumulate(sch.a_end[sel])[:-1]
-    gap_obs = np.maximum(sch.a_ts - prev, 0.0)
+    prev, gap_obs, t_from = order.prev, order.gap_obs, order.t_from
     gap = (gap_obs - removed(prev, prev + gap_obs)) * f
     # a launch call's own time: the part of [ts, te) after the earlier anchors' latest end (merged
     # threads can overlap: their shared time counts once)
@@ -747,64 +776,70 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
         factor = np.where(member, np.minimum(factor, s_), factor)
     dur *= factor
     lat[factor == 0.0] = 0.0
+    # the CPU time between two steps (from the second on) and each step's tail, kept
+    ce_prev = ce[:-1]
+    between = np.maximum(cs[1:] - ce_prev, 0.0)
+    between_kept = np.concatenate([[0.0], (between - removed(ce_prev, ce_prev + between)) * f])
+    tail = np.maximum(ce - t_from, 0.0)
+    tail_kept = (tail - removed(t_from, t_from + tail)) * f
     # the critical path's graph: nodes 0..na-1 anchors (CPU time and call), na..na+G-1 GPU
     # events, na+G+i the wait of blocking anchor i
     n_ev = dur.size
-    pred = np.full(2 * na + n_ev, -1, dtype=np.int64) if trace_path else None
-    nend = np.full(2 * na + n_ev, np.nan) if trace_path else None
+    pred_a = np.full(2 * na + n_ev if trace_path else 0, -1, dtype=np.int64)
+    nend_a = np.full(pred_a.size, np.nan)
     path = np.zeros((nw, len(PATH_CAUSES))) if trace_path else None
-    shares = _gap_shares(sch, prev, prev + gap_obs) if trace_path else None
-    # each step's tail starts at its anchors' latest end (its CPU start without anchors)
-    t_from = np.array(cs, dtype=float)
-    if na:
-        has = sch.a_step >= 0
-        np.maximum.at(t_from, sch.a_step[has], sch.a_end[has])
-    tail_shares = _gap_shares(sch, t_from, np.maximum(ce, t_from)) if trace_path else None
+    # every per-anchor and per-event value the loop reads or writes, as memoryviews of the arrays:
+    # a memoryview reads a Python float or int at a third of a numpy scalar read's cost and, unlike
+    # a list, holds no object per element (lists of the 1 M-event trace's columns took 160 MiB)
+    ev_end_a = np.full(n_ev, -np.inf)  # replayed end per event; -inf until replayed
+    gap_l, call_l, blocking_l, waitless_l = _views(gap, call, blocking, waitless)
+    a_ts, a_end, ptr, ev_rows = _views(sch.a_ts, sch.a_end, sch.ev_ptr, sch.ev_rows)
+    ev_stream, ev_dep, obs_end, lat_l, dur_l = _views(sch.ev_stream, sch.ev_dep, sch.ev_end, lat, dur)
+    by_step, bounds, between_l, tail_l = _views(order.by_step, order.bounds, between_kept, tail_kept)
+    pred, nend, ev_end = _views(pred_a, nend_a, ev_end_a)
     out_s, out_e = np.full(nw, np.nan), np.full(nw, np.nan)
     c = float(cs[0])
     cpu_node = -1
     free: dict[int, float] = {}
     free_node: dict[int, int] = {}
-    ev_end = np.full(n_ev, np.nan)
     window_end = float(ws[0])
     ready = obs_ready = float(ws[0])
     ready_node = -1
-    a_ts, a_end, ptr, ev_rows = sch.a_ts, sch.a_end, sch.ev_ptr, sch.ev_rows
+    walk = _Walk(sch, gap_obs, prev, t_from, ce, dur) if trace_path else None
     for k in range(nw):
-        if k:
-            between = max(float(cs[k] - ce[k - 1]), 0.0)
-            c += (between - float(removed(ce[k - 1], ce[k - 1] + between))) * f
+        c += between_l[k]
         cpu_start = c
-        sel = by_step[bounds[k] : bounds[k + 1]]
         last_end, last_node = window_end, -1
-        for i in sel.tolist():
-            c += gap[i]
-            wait_less = waitless[i]
-            if not blocking[i]:
-                c += call[i]
+        for q in range(bounds[k], bounds[k + 1]):
+            i = by_step[q]
+            c += gap_l[i]
+            if not blocking_l[i]:
+                c += call_l[i]
             if trace_path:
                 pred[i], nend[i] = cpu_node, c
                 cpu_node = i
-            for r in ev_rows[ptr[i] : ptr[i + 1]].tolist():
-                st = sch.ev_stream[r]
+            for j in range(ptr[i], ptr[i + 1]):
+                r = ev_rows[j]
+                st = ev_stream[r]
                 t0, p0 = c, i
                 fr = free.get(st, window_end)
                 if fr > t0:
                     t0, p0 = fr, free_node.get(st, -1)
-                d = sch.ev_dep[r]
-                if d >= 0 and not np.isnan(ev_end[d]) and ev_end[d] > t0:
-                    t0, p0 = float(ev_end[d]), na + d
-                end = t0 + lat[r] + dur[r]
+                d = ev_dep[r]
+                if d >= 0 and ev_end[d] > t0:
+                    t0, p0 = ev_end[d], na + d
+                end = t0 + lat_l[r] + dur_l[r]
                 ev_end[r] = end
                 free[st], free_node[st] = end, na + r
                 if end > ready:
                     ready, ready_node = end, na + r
                 if end > last_end:
                     last_end, last_node = end, na + r
-                obs_ready = max(obs_ready, float(sch.ev_end[r]))
+                if obs_end[r] > obs_ready:
+                    obs_ready = obs_end[r]
                 if trace_path:
                     pred[na + r], nend[na + r] = p0, end
-            if blocking[i] and not wait_less:
+            if blocking_l[i] and not waitless_l[i]:
                 o = max(a_end[i] - max(a_ts[i], obs_ready), 0.0)
                 waited = ready > c
                 c = max(c, ready) + o
@@ -812,15 +847,13 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
                     node = na + n_ev + i
                     pred[node], nend[node] = (ready_node if waited else i), c
                     cpu_node = node
-        tail = max(float(ce[k]) - t_from[k], 0.0)
-        c += (tail - float(removed(t_from[k], t_from[k] + tail))) * f
+        c += tail_l[k]
         start = max(cpu_start, window_end)
         end = max(c, last_end, start)
-        if sel.size:
+        if bounds[k + 1] > bounds[k]:
             out_s[k], out_e[k] = start, end
-            if trace_path:
-                ends = (cpu_node, last_node)
-                _walk(sch, k, (start, end, c, last_end), ends, pred, nend, shares, tail_shares[k], dur, path)
+            if walk is not None:
+                path[k] = walk(k, (start, end, c, last_end), (cpu_node, last_node), pred, nend)
         window_end = end
     return _Replay(out_s, out_e, path)
 
@@ -830,57 +863,73 @@ _COL = {c_: j for j, c_ in enumerate(PATH_CAUSES)}
 _GAP_CAUSES = ("startup", "dataloader", "zero_grad", "optimizer_step", "launch_overhead")
 
 
-def _add_cpu(path_k: np.ndarray, amount: float, shares: np.ndarray) -> None:
-    col = _COL
-    for j, cause in enumerate(_GAP_CAUSES):
-        path_k[col[cause]] += amount * shares[j]
-    path_k[col["other_cpu"]] += amount * max(1.0 - float(shares.sum()), 0.0)
+def _views(*arrays: np.ndarray) -> list[memoryview]:
+    """A flat memoryview of each array (made contiguous): indexing one gives a Python scalar."""
+    return [memoryview(np.ascontiguousarray(x).reshape(-1)) for x in arrays]
 
 
-def _walk(
-    sch: _Schedule,
-    k: int,
-    times: tuple[float, float, float, float],
-    ends: tuple[int, int],
-    pred: np.ndarray,
-    nend: np.ndarray,
-    shares: np.ndarray,
-    tail_shares: np.ndarray,
-    dur: np.ndarray,
-    path: np.ndarray,
-) -> None:
-    """Walk the critical path of window ``k`` back from its end (module docstring), adding
-    each node's contribution to ``path[k]`` by cause (µs)."""
-    start, end, c, last_end = times
-    cpu_node, last_node = ends
-    na, n_ev = sch.a_ts.size, dur.size
-    col = _COL
-    if c > last_end + TIE_US or last_node < 0:
-        t_cpu = float(nend[cpu_node]) if cpu_node >= 0 else start
-        _add_cpu(path[k], max(end - max(t_cpu, start), 0.0), tail_shares)
-        node = cpu_node
-    else:
-        node = last_node
-    guard = 0
-    while node >= 0 and nend[node] > start and guard < pred.size:
-        guard += 1
-        p = int(pred[node])
-        t_pred = float(nend[p]) if p >= 0 else start
-        contrib = float(nend[node]) - max(t_pred, start)
-        if contrib > 0:
-            if node < na:  # an anchor: its call, then the CPU time before it
-                own = 0.0 if sch.a_class[node] > 0 else min(contrib, max(float(sch.a_end[node] - sch.a_ts[node]), 0.0))
-                path[k, col["startup" if sch.a_startup[node] else "launch_overhead"]] += own
-                _add_cpu(path[k], contrib - own, shares[node])
-            elif node < na + n_ev:
-                r = node - na
-                d = min(contrib, float(dur[r]))
-                kind = ("compute", "communication", "memcpy")[int(sch.ev_kind[r])]
-                path[k, col[kind]] += d
-                path[k, col["gpu_wait"]] += contrib - d
-            else:
-                path[k, col["sync"]] += contrib
-        node = p
+class _Walk:
+    """The walk back along one replayed window's critical path (module docstring)."""
+
+    def __init__(self, sch: _Schedule, gap_obs, prev, t_from, ce, dur: np.ndarray):
+        self.na, self.n_ev = sch.a_ts.size, dur.size
+        self.a_class, self.a_startup, self.ev_kind, self.dur = _views(sch.a_class, sch.a_startup, sch.ev_kind, dur)
+        shares = _gap_shares(sch, prev, prev + gap_obs)
+        tail = _gap_shares(sch, t_from, np.maximum(ce, t_from))
+        self.a_own, self.shares, self.rest, self.tail, self.tail_rest = _views(
+            np.maximum(sch.a_end - sch.a_ts, 0.0),
+            shares,
+            np.maximum(1.0 - shares.sum(axis=1), 0.0),
+            tail,
+            np.maximum(1.0 - tail.sum(axis=1), 0.0),
+        )
+
+    def __call__(self, k: int, times: tuple[float, float, float, float], ends: tuple[int, int], pred, nend) -> list:
+        """Window ``k``'s row of the path (µs per cause, :data:`PATH_CAUSES` order)."""
+        start, end, c, last_end = times
+        cpu_node, last_node = ends
+        na, n_ev = self.na, self.n_ev
+        row = [0.0] * len(PATH_CAUSES)
+        col = _COL
+        launch, startup, sync = col["launch_overhead"], col["startup"], col["sync"]
+        gpu_wait = col["gpu_wait"]
+        ev_col = (col["compute"], col["communication"], col["memcpy"])
+        gap_cols = [col[c_] for c_ in _GAP_CAUSES]
+        other = col["other_cpu"]
+
+        n_gap = len(gap_cols)
+
+        def add_cpu(amount: float, shares: memoryview, at: int, rest: float) -> None:
+            for j, cj in enumerate(gap_cols):
+                row[cj] += amount * shares[at + j]
+            row[other] += amount * rest
+
+        if c > last_end + TIE_US or last_node < 0:
+            t_cpu = nend[cpu_node] if cpu_node >= 0 else start
+            add_cpu(max(end - max(t_cpu, start), 0.0), self.tail, k * n_gap, self.tail_rest[k])
+            node = cpu_node
+        else:
+            node = last_node
+        guard, limit = 0, len(pred)
+        while node >= 0 and nend[node] > start and guard < limit:
+            guard += 1
+            p = pred[node]
+            t_pred = nend[p] if p >= 0 else start
+            contrib = nend[node] - max(t_pred, start)
+            if contrib > 0:
+                if node < na:  # an anchor: its call, then the CPU time before it
+                    own = 0.0 if self.a_class[node] > 0 else min(contrib, self.a_own[node])
+                    row[startup if self.a_startup[node] else launch] += own
+                    add_cpu(contrib - own, self.shares, node * n_gap, self.rest[node])
+                elif node < na + n_ev:
+                    r = node - na
+                    d = min(contrib, self.dur[r])
+                    row[ev_col[self.ev_kind[r]]] += d
+                    row[gpu_wait] += contrib - d
+                else:
+                    row[sync] += contrib
+            node = p
+        return row
 
 
 def _cached_replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Replay:
