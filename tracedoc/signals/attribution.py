@@ -19,7 +19,7 @@ import pandas as pd
 from tracedoc.signals.base import SignalContext
 from tracedoc.signals.catalog import compiled, patterns  # noqa: F401  (re-exported)
 from tracedoc.signals.intervals import merge
-from tracedoc.signals.strings import cached_name_mask, frame_threads
+from tracedoc.signals.strings import cached_name_mask, frame_threads, texts
 
 #: How far back (in ops on the same thread) to look for the innermost enclosing op.
 MAX_NESTING_SCAN = 64
@@ -163,7 +163,7 @@ def kernel_ops(ctx: SignalContext) -> pd.DataFrame:
         linked = pos >= 0
         safe = np.where(linked, pos, 0)
         out = k[["name", "device", "ts_us", "dur_us", "end_us", "correlation"]].reset_index(drop=True)
-        out["op"] = np.where(linked, ro["op"].to_numpy()[safe], None) if len(ro) else None
+        out["op"] = texts(np.where(linked, ro["op"].to_numpy()[safe], None) if len(ro) else [None] * len(out))
         out["op_eligible"] = (linked & ro["eligible"].to_numpy()[safe]) if len(ro) else False
         # out's rows are trace.kernels' rows, in order: the masks over trace.kernels apply
         layout = cached_name_mask(ctx, "kernels", "layout_transform", is_layout_transform_kernel)

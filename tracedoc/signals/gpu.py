@@ -19,6 +19,7 @@ from tracedoc.signals.steps import (
     primary_gpu_events,
     step_windows,
 )
+from tracedoc.signals.strings import texts
 
 
 def _require_kernels(ctx: SignalContext) -> None:
@@ -167,7 +168,7 @@ def _categorised_kernels(ctx: SignalContext) -> tuple[pd.DataFrame, int]:
         elig = ko["eligible"].to_numpy(dtype=bool) & ~comm & ~tc
         c = KERNEL_CATEGORIES
         cat = np.where(comm, c[0], np.where(tc, c[1], np.where(elig, c[2], c[3])))
-        return ko.assign(category=cat), n
+        return ko.assign(category=texts(cat, ko.index)), n
 
     return ctx.cached("categorised_kernels", build)
 

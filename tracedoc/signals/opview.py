@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
+from tracedoc.signals.strings import texts
 
 #: Rows of each view (largest GPU time first).
 TOP_N = 15
@@ -81,7 +82,7 @@ def _op_calls(ctx: SignalContext) -> tuple[pd.DataFrame, pd.DataFrame, int]:
         keep = kernels_in_windows_mask(ctx)
         out = pd.DataFrame(
             {
-                "name": ko["name"].to_numpy(dtype=object)[keep],
+                "name": texts(ko["name"].to_numpy(dtype=object)[keep]),
                 "dur_us": ko["dur_us"].to_numpy(dtype=float)[keep],
                 "occupancy_pct": k["occupancy_pct"].to_numpy(dtype=float)[keep],
                 "op_pos": op_pos[keep].astype(np.int64),
@@ -129,14 +130,17 @@ def _groups(ctx: SignalContext) -> tuple[pd.DataFrame, pd.Series]:
         _, per_call, _ = _op_calls(ctx)
         ops = ctx.trace.ops
         pos = per_call.index.to_numpy()
-        cols = {"name": ops["name"].to_numpy(dtype=object)[pos]}
+        idx = per_call.index
+        cols = {"name": texts(ops["name"].to_numpy(dtype=object)[pos], idx)}
         for c in SHAPE_COLUMNS:
-            cols[c] = ops[c].to_numpy(dtype=object)[pos] if c in ops.columns else np.full(len(pos), None, dtype=object)
-        calls = pd.DataFrame(cols, index=per_call.index).assign(
+            cols[c] = texts(ops[c].to_numpy(dtype=object)[pos] if c in ops.columns else [None] * len(pos), idx)
+        calls = pd.DataFrame(cols, index=idx).assign(
             gpu_us=per_call["gpu_us"].to_numpy(), n_kernels=per_call["n_kernels"].to_numpy()
         )
         key = ["name", *SHAPE_COLUMNS]
-        keyed = calls.assign(**{c: calls[c].map(_text).fillna("") for c in SHAPE_COLUMNS})
+        keyed = calls.assign(
+            **{c: texts([_text(v) or "" for v in calls[c].to_numpy(dtype=object)], calls.index) for c in SHAPE_COLUMNS}
+        )
         by_key = keyed.groupby(key, sort=False)
         gid = by_key.ngroup()  # numbered in order of first appearance, as the groups below
         g = by_key.agg(calls=("gpu_us", "size"), gpu_us=("gpu_us", "sum"), kernels=("n_kernels", "sum")).reset_index()
@@ -244,12 +248,12 @@ def kernel_view(ctx: SignalContext) -> list[dict]:
     attributed = (
         pd.DataFrame(
             {
-                "kernel": single["kernel"].to_numpy(dtype=object)[known],
+                "kernel": texts(single["kernel"].to_numpy(dtype=object)[known]),
                 "flops": np.nan_to_num(fl[known]),
                 "bytes": np.nan_to_num(by[known]),
                 "us": single["gpu_us"].to_numpy(dtype=float)[known],
-                "kind": groups["kind"].to_numpy(dtype=object)[gid][known],
-                "dtype": groups["dtype"].to_numpy(dtype=object)[gid][known],
+                "kind": texts(groups["kind"].to_numpy(dtype=object)[gid][known]),
+                "dtype": texts(groups["dtype"].to_numpy(dtype=object)[gid][known]),
             }
         )
         .groupby("kernel", sort=False)
@@ -261,7 +265,7 @@ def kernel_view(ctx: SignalContext) -> list[dict]:
             dtype=("dtype", "first"),
         )
     )
-    kern = kern.assign(op=[names[p] if p >= 0 else None for p in kern["op_pos"].to_numpy()])
+    kern = kern.assign(op=texts([names[p] if p >= 0 else None for p in kern["op_pos"].to_numpy()], kern.index))
     g = (
         kern.groupby("name", sort=False)
         .agg(us=("dur_us", "sum"), count=("dur_us", "size"), occ=("occupancy_pct", "mean"))

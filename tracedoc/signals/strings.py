@@ -24,6 +24,16 @@ class _Memo(dict):
         return value
 
 
+def texts(values, index=None) -> pd.Series:
+    """``values`` (an array or list of ``str`` and None) as an ``object`` Series, to put in a
+    derived frame. pandas 3 turns a column of strings into its Arrow-backed ``str`` dtype,
+    which copies every row's text into Arrow memory and makes new Python strings each time
+    the column is read back as objects; an object column holds the trace's own (shared)
+    strings at 8 bytes a row. Measured on the 301 MB tiled trace (issue 24): analysis peak
+    405 -> 342 MiB with no column inferred."""
+    return pd.Series(values, index=index, dtype=object)
+
+
 def name_mask(names: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
     """``np.array([test(n) for n in names], bool)``, calling ``test`` once per distinct name."""
     values = names.to_numpy(dtype=object)
