@@ -594,3 +594,38 @@ def test_name_masks_same_as_pandas_str():
     for prefix in ("ProfilerStep#", "aten", "", "enumerate(DataLoader)#"):
         assert (startswith_mask(names, prefix) == names.str.startswith(prefix).to_numpy(bool)).all()
     assert name_mask(names, lambda n: "mm" in n).tolist() == ["mm" in n for n in names]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parallel decoding is Linux only")
+def test_stream_worker_is_a_fresh_interpreter_without_pandas(tmp_path, monkeypatch):
+    # a fork would map every page of the parent (pandas included: 144 MiB on the tiled trace);
+    # the worker is a new interpreter that imports the decoder only (issue 24)
+    from tracedoc.load import fast
+
+    w = fast._Worker()
+    try:
+        assert w.proc.args[0] == sys.executable
+        part = json.dumps(dataloader_bound(n_steps=2).doc()).encode()
+        w.send(part, True, True)
+        doc, cols = w.receive()
+        assert cols.n_events == fast.decode_part(part, True, True)[1].n_events > 0
+        with open(f"/proc/{w.pid}/maps") as fh:
+            maps = fh.read()
+        assert "pandas" not in maps and "msgspec" in maps
+    finally:
+        w.close()
+    assert w.proc.returncode == 0
+
+
+def test_stream_worker_that_cannot_start_leaves_the_decoding_here(tmp_path, monkeypatch):
+    import subprocess
+
+    from tracedoc.load import fast
+
+    def refuse(*a, **k):
+        raise OSError("no interpreter")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(fast, "STREAM_PART_BYTES", 2048)
+    p = dataloader_bound(n_steps=6).write(tmp_path / "t.json")
+    assert_same_trace(load(p, workers=2), load(p, engine="reference"))

@@ -61,7 +61,8 @@ def load(
         path: the trace file, a FIFO or pipe (read once), or ``"-"`` for standard input.
         engine: ``"fast"`` (default) or ``"reference"``; both give identical traces.
         progress: optional callback receiving short status lines (for a progress display).
-        workers: processes the fast engine may decode a large trace in (forked, Linux);
+        workers: processes the fast engine may decode a large trace in (Linux: a streamed file in
+            this process and one fresh worker process, one buffer in forked workers);
             default: the CPUs this process may use; 1 decodes in this process only. A
             stream (FIFO, pipe, standard input) is always decoded in this process. A
             regular file is read and decoded part by part (never held whole:
