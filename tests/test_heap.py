@@ -40,3 +40,49 @@ def test_the_loader_trims_after_building_the_frames(monkeypatch, tmp_path):
     monkeypatch.setattr(heap, "release_free_memory", lambda: calls.append(1) or True)
     trace = load(dataloader_bound().write(tmp_path / "t.json"))
     assert trace.n_events > 0 and calls == [1]
+
+
+def test_growth_trim_releases_only_after_a_step_of_growth(monkeypatch):
+    rss = iter([100, 120, 150, 140, 141, 300, 200])  # bytes: made, then each read in order
+    released = []
+    monkeypatch.setattr(heap, "_libc", lambda: object())
+    monkeypatch.setattr(heap, "_rss_bytes", lambda: next(rss))
+    monkeypatch.setattr(heap, "release_free_memory", lambda: released.append(1) or True)
+    trim = heap.GrowthTrim(step=40)
+    assert trim.base == 100
+    assert trim() is False  # 120: grew 20
+    assert trim() is True and trim.base == 140  # 150: grew 50; after the release it reads 140
+    assert trim() is False  # 141
+    assert trim() is True and trim.base == 200  # 300
+    assert released == [1, 1] and trim.releases == 2
+
+
+def test_growth_trim_is_a_no_op_without_glibc_or_procfs(monkeypatch):
+    monkeypatch.setattr(heap, "_libc", lambda: None)
+    assert heap.GrowthTrim(step=0)() is False
+    monkeypatch.setattr(heap, "_libc", lambda: object())
+    monkeypatch.setattr(heap, "_rss_bytes", lambda: None)
+    assert heap.GrowthTrim(step=0)() is False
+
+
+def test_the_real_resident_set_is_read_on_linux():
+    import sys
+
+    got = heap._rss_bytes()
+    if sys.platform.startswith("linux"):
+        assert got is not None and got > 1 << 20  # an interpreter with numpy is megabytes
+    else:
+        assert got is None
+
+
+def test_signal_context_trims_after_building_a_shared_result(tmp_path):
+    from tests.tracebuilder import dataloader_bound
+    from tracedoc.load import load
+    from tracedoc.signals import SignalContext
+
+    ctx = SignalContext(load(dataloader_bound().write(tmp_path / "t.json")))
+    calls = []
+    ctx._trim = lambda: calls.append(1)
+    assert ctx.cached("k", lambda: 42) == 42
+    assert ctx.cached("k", lambda: 43) == 42  # cached: built once, trimmed once
+    assert calls == [1]

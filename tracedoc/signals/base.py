@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
+from tracedoc.heap import GrowthTrim
 from tracedoc.trace import Trace
 
 UNITS = ("ms", "us", "share", "count", "bytes", "bool", "table", "ratio")
@@ -86,11 +87,15 @@ class SignalContext:
         self._values: dict[str, Any] = {}
         self._errors: dict[str, str] = {}
         self._cache: dict[str, Any] = {}
+        self._trim = GrowthTrim()
 
     def cached(self, key: str, compute: Callable[[], Any]) -> Any:
-        """Return ``compute()`` once per context (exceptions are not cached)."""
+        """Return ``compute()`` once per context (exceptions are not cached). After each
+        result is built, the C heap's free pages go back to the system when the process has
+        grown by :data:`tracedoc.heap.TRIM_STEP_BYTES` (:class:`tracedoc.heap.GrowthTrim`)."""
         if key not in self._cache:
             self._cache[key] = compute()
+            self._trim()
         return self._cache[key]
 
     def get(self, name: str) -> Any:
