@@ -157,6 +157,11 @@ def test_signal_values_are_stored_and_reused_not_recomputed(trace_copy, cache, m
         raise AssertionError("a stored signal was computed again")
 
     monkeypatch.setattr(ledger_mod, "device_ledger_us", boom)
+    import tracedoc.signals.stepmodel as stepmodel_mod
+
+    # the replayed savings of the findings' fixes are stored too (a third of a warm run's time)
+    assert any(k.startswith("replay_saving_ms[") for k in store.get()["values"])
+    monkeypatch.setattr(stepmodel_mod, "_replay", boom)
     second = analyze_trace(cache.load(trace_copy, lambda: load(trace_copy)), signal_store=cache.signals(trace_copy))
     assert json.dumps(second.to_dict(), sort_keys=True, default=str) == json.dumps(
         first.to_dict(), sort_keys=True, default=str

@@ -132,6 +132,29 @@ class SignalContext:
         self._values[name] = value
         return value
 
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per context, kept beside the signal values: a value (or the
+        :class:`SignalUnavailable` it raised) is exported and seeded with them
+        (:meth:`export`, :meth:`seed`), so a second analysis of the same trace by the same
+        code (:class:`tracedoc.cache.SignalStore`) reads it back instead of computing it. For
+        results that, like signals, depend on the trace and tracedoc's signal code alone
+        (``key`` names the question: the step model's replayed savings of named fixes).
+
+        Raises:
+            SignalUnavailable: ``compute()`` raised it (now or when the value was stored).
+        """
+        if key in self._values:
+            return self._values[key]
+        if key in self._errors:
+            raise SignalUnavailable(self._errors[key])
+        try:
+            value = compute()
+        except SignalUnavailable as exc:
+            self._errors[key] = str(exc)
+            raise
+        self._values[key] = value
+        return value
+
     def export(self) -> tuple[dict[str, Any], dict[str, str]]:
         """``(values, reasons)``: every signal computed so far, and why the unavailable ones are."""
         return dict(self._values), dict(self._errors)

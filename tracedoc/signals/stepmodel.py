@@ -982,15 +982,22 @@ def replay_saving_ms(ctx: SignalContext, names: list[str] | tuple[str, ...]) -> 
             trace.
         KeyError: a name that is not a fix.
     """
-    if not ctx.trace.has_gpu_activity:
-        gpu_only = [n for n in names if n not in CPU_FIXES]
-        if gpu_only:
-            raise SignalUnavailable(f"the CPU step model does not replay {', '.join(gpu_only)}")
-        return cpu_replay_saving_ms(ctx, names)
-    cpu_only = [n for n in names if n not in FIXES]
-    if cpu_only:
-        raise SignalUnavailable(f"{', '.join(cpu_only)}: replayed on CPU-only traces only (tracedoc.signals.cpumodel)")
-    return max(_mean_saving_ms(ctx, fix_whatif(ctx, names)), 0.0)
+
+    def compute() -> float:
+        if not ctx.trace.has_gpu_activity:
+            gpu_only = [n for n in names if n not in CPU_FIXES]
+            if gpu_only:
+                raise SignalUnavailable(f"the CPU step model does not replay {', '.join(gpu_only)}")
+            return cpu_replay_saving_ms(ctx, names)
+        cpu_only = [n for n in names if n not in FIXES]
+        if cpu_only:
+            raise SignalUnavailable(
+                f"{', '.join(cpu_only)}: replayed on CPU-only traces only (tracedoc.signals.cpumodel)"
+            )
+        return max(_mean_saving_ms(ctx, fix_whatif(ctx, names)), 0.0)
+
+    # kept with the signal values: a warm analysis (the frame cache's SignalStore) replays nothing
+    return ctx.memo(f"replay_saving_ms[{'+'.join(names)}]", compute)
 
 
 def fix_text(ctx: SignalContext, name: str) -> str:
