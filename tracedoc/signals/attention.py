@@ -114,7 +114,8 @@ def attention_kernels(ctx: SignalContext) -> pd.DataFrame:
     """
 
     def build() -> pd.DataFrame:
-        ko = _window_kernels(ctx).copy()
+        # a shallow copy: only new columns are set on it, the shared ones are never written
+        ko = _window_kernels(ctx).copy(deep=False)
         rows = ko.index.to_numpy()
         op_codes, op_names = pd.factorize(ko["op"].fillna("").to_numpy(dtype=object), sort=False)
         fused = _kernel_mask(ctx, rows, "tensor_core_kernels", "attention") | _op_mask(

@@ -142,8 +142,10 @@ KERNEL_CATEGORIES = ("communication", "GEMM/conv on Tensor Cores", "GEMM/conv no
 
 def _categorised_kernels(ctx: SignalContext) -> tuple[pd.DataFrame, int]:
     """Kernels starting in the step windows (:func:`tracedoc.signals.attribution.kernel_ops`
-    rows) with a ``category`` column of :data:`KERNEL_CATEGORIES`, and the number of complete
-    steps to average over (at least 1).
+    rows, its index), as the columns ``name``, ``dur_us`` (µs) and ``category`` (one of
+    :data:`KERNEL_CATEGORIES`), and the number of complete steps to average over (at least 1).
+    Only those three columns: a filtered copy of every column of ``kernel_ops`` held 42 MiB on
+    a trace of 1 M events (issue 24).
 
     A kernel is *communication* when its name is a collective's
     (:func:`tracedoc.signals.catalog.comm_kernel_mask`); else *on Tensor Cores* or *not on
@@ -159,16 +161,20 @@ def _categorised_kernels(ctx: SignalContext) -> tuple[pd.DataFrame, int]:
         from tracedoc.signals.catalog import comm_kernel_mask
 
         _require_kernels(ctx)
-        ko = kernel_ops(ctx)[kernels_in_windows_mask(ctx)]
-        if not len(ko):
+        ko = kernel_ops(ctx)
+        keep = kernels_in_windows_mask(ctx)
+        if not keep.any():
             raise SignalUnavailable("no kernel starts inside a step window")
         n = max(int(complete_mask(ctx).sum()), 1)
-        comm = comm_kernel_mask(ko["name"])
-        tc = ko["tensor_core"].to_numpy(dtype=bool) & ~comm
-        elig = ko["eligible"].to_numpy(dtype=bool) & ~comm & ~tc
+        idx = ko.index[keep]
+        names = texts(ko["name"].to_numpy(dtype=object)[keep], idx)
+        comm = comm_kernel_mask(names)
+        tc = ko["tensor_core"].to_numpy(dtype=bool)[keep] & ~comm
+        elig = ko["eligible"].to_numpy(dtype=bool)[keep] & ~comm & ~tc
         c = KERNEL_CATEGORIES
         cat = np.where(comm, c[0], np.where(tc, c[1], np.where(elig, c[2], c[3])))
-        return ko.assign(category=texts(cat, ko.index)), n
+        dur = ko["dur_us"].to_numpy(dtype=float)[keep]
+        return pd.DataFrame({"name": names, "dur_us": dur, "category": texts(cat, idx)}, index=idx), n
 
     return ctx.cached("categorised_kernels", build)
 

@@ -101,7 +101,7 @@ def layout_kernels(ctx: SignalContext) -> pd.DataFrame:
         rt_pos = gpu_events(ctx)["rt_pos"].to_numpy()[:n][rows]
         ro = runtime_ops(ctx)["op_pos"].to_numpy()
         op_pos = np.where(rt_pos >= 0, ro[np.maximum(rt_pos, 0)] if len(ro) else -1, -1)
-        out = ko.copy()
+        out = ko.copy(deep=False)  # new columns only: the shared ones are never written
         out["op_pos"] = op_pos
         ops = out["op"].to_numpy(dtype=object)
         names = {o: is_conv_op(o) for o in set(ops) if o is not None}
