@@ -8,6 +8,7 @@ Layout: one entry per trace file, a folder named by a hash of the file's real pa
         manifest.json      key, content digest, trace-level fields, CRC-32 and size of every Parquet file
         ops.parquet  runtime.parquet  kernels.parquet  ...   one file per frame
         signals.json       the signal values computed on it (:class:`SignalStore`)
+        report.json        its last report, with the settings it was made under (:class:`ReportStore`)
 
 **Key.** An entry is used only when the file's real path, size in bytes and
 ``st_mtime_ns`` equal its key (a cheap first check: most rewrites change them), and the
@@ -124,14 +125,14 @@ def is_entry(folder: str | os.PathLike[str]) -> bool:
         return False
 
 
-_SIGNALS_TMP = re.compile(r"signals\.json\.tmp\d+")
+_STORE_TMP = re.compile(r"(signals|report)\.json\.tmp\d+")
 
 
 def _own_name(name: str) -> bool:
     """A file name this cache writes in an entry (the marker aside)."""
     from tracedoc.schema import FRAME_COLUMNS
 
-    if name in (MANIFEST, SignalStore.NAME) or _SIGNALS_TMP.fullmatch(name):
+    if name in (MANIFEST, SignalStore.NAME, ReportStore.NAME) or _STORE_TMP.fullmatch(name):
         return True
     return name.endswith(".parquet") and name[: -len(".parquet")] in FRAME_COLUMNS
 
@@ -535,6 +536,19 @@ class FrameCache:
         except (OSError, ValueError):
             return None
 
+    def reports(self, path: str | os.PathLike[str], settings: Any) -> ReportStore | None:
+        """The :class:`ReportStore` of the trace at ``path`` analysed under ``settings`` (a
+        :class:`tracedoc.settings.Settings`), or None when the trace is not cacheable or its
+        rule files cannot be hashed. Nothing is read here but ``stat`` and the rule files."""
+        key = self.key(path)
+        if key is None:
+            return None
+        rules = _rule_files_digest(tuple(str(p) for p in settings.rule_paths))
+        if rules is None:
+            return None
+        inputs = hashlib.blake2b(f"{settings!r}\0{rules}".encode(), digest_size=16).hexdigest()
+        return ReportStore(self, key, inputs)
+
     # -- maintenance -------------------------------------------------------------------------
     def info(self) -> CacheInfo:
         """Entries this cache wrote (:func:`is_entry`) and their bytes on disk."""
@@ -620,6 +634,143 @@ class SignalStore:
         doc = {"stamp": self.stamp, "values": kept, "errors": dict(errors), "idle_ledger": idle_ledger}
         if not round_trips(idle_ledger) or not is_entry(self.entry):
             return False
+        try:
+            tmp = self.entry / f"{self.NAME}.tmp{os.getpid()}"
+            tmp.write_bytes(orjson.dumps(doc))
+            os.replace(tmp, self.path)
+        except OSError:
+            return False
+        return True
+
+
+@functools.lru_cache(maxsize=1)
+def package_code_hash() -> str:
+    """A hash of all of tracedoc's code: its version and every ``.py`` and ``.toml`` file of
+    the package (signals, rules, engine, report model). A stored report is used only under the
+    same hash: any change to what makes a report invalidates it."""
+    h = hashlib.blake2b(__version__.encode(), digest_size=16)
+    root = Path(__file__).parent
+    for f in sorted(root.rglob("*")):
+        if f.suffix in (".py", ".toml") and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+#: Bounds on the rule files hashed into a stored report's stamp: more files or bytes than
+#: this and no report is stored or read (the analysis runs as usual).
+MAX_RULE_FILES = 1000
+MAX_RULE_BYTES = 16 << 20
+
+
+def _rule_files_digest(paths: tuple[str, ...]) -> str | None:
+    """A digest of the names and bytes of every regular file under the rule ``paths`` (a file,
+    or a folder walked in sorted order); None when one cannot be read or the bounds are passed:
+    then no report is stored or read, and the rules load (and fail) as usual."""
+    h = hashlib.blake2b(digest_size=16)
+    files, total = 0, 0
+    for p in paths:
+        root = Path(p)
+        try:
+            found = [root] if root.is_file() else sorted(x for x in root.rglob("*") if x.is_file())
+        except OSError:
+            return None
+        if not found and not root.is_dir():
+            return None
+        for f in found:
+            files += 1
+            try:
+                data = read_regular(f, MAX_RULE_BYTES)
+            except (OSError, ValueError):
+                return None
+            total += len(data)
+            if files > MAX_RULE_FILES or total > MAX_RULE_BYTES:
+                return None
+            h.update(str(f).encode() + b"\0")
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
+    return h.hexdigest()
+
+
+class ReportStore:
+    """The report of one cached trace under one set of analysis settings, stored beside its
+    frames (``report.json``), so an ``analyze`` that changes nothing reads it back instead of
+    loading and analysing the trace (issue 24: the warm path).
+
+    The stamp holds everything a report depends on:
+
+    * the trace: its cache key (real path, size, mtime) and the SHA-256 of all its bytes,
+      checked against the file as it is now, as the frames are (module docstring);
+    * the code: :func:`package_code_hash`, every file of the package;
+    * the analysis: the whole :class:`tracedoc.settings.Settings` (selectors, rule paths,
+      thresholds, floors, size limit, ``TRACEDOC_*`` variables), and the names and bytes of
+      the rule files its rule paths hold (:func:`_rule_files_digest`).
+
+    The content digest is computed only once everything else in the stamp matches, so a run
+    with other settings does not hash the file for it. A report is stored only when it comes
+    back from its JSON unchanged (``Report.from_dict(d).to_dict() == d``), and only into an
+    entry this cache wrote (:func:`is_entry`); a file whose stamp differs, or that does not
+    parse, is ignored and replaced, never trusted.
+    """
+
+    NAME = "report.json"
+
+    def __init__(self, cache: FrameCache, key: dict[str, Any], inputs: str) -> None:
+        self.cache = cache
+        self.key = key
+        self.entry = cache.entry_dir(key)
+        self.path = self.entry / self.NAME
+        self.stamp = {"key": key, "code": package_code_hash(), "inputs": inputs}
+
+    def get(self, path: str | os.PathLike[str]) -> Any:
+        """The stored :class:`~tracedoc.report.model.Report`, or None when there is none for
+        this stamp or the trace's bytes changed. Its ``trace["path"]`` is ``path`` as given
+        now (another spelling of the same real path shares the entry)."""
+        import orjson
+
+        try:
+            doc = orjson.loads(read_regular(self.path, MAX_DOC_BYTES))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(doc, dict) or not isinstance(doc.get("report"), dict):
+            return None
+        stamp = doc.get("stamp")
+        if not isinstance(stamp, dict) or {k: stamp.get(k) for k in self.stamp} != self.stamp:
+            return None
+        try:
+            if self.cache.content(path) != stamp.get("content"):
+                return None
+        except (OSError, ValueError):
+            return None
+        from tracedoc.errors import TracedocError
+        from tracedoc.report.model import Report
+
+        try:
+            report = Report.from_dict(doc["report"])
+        except (TracedocError, KeyError, TypeError, ValueError):
+            return None
+        # the key is the real path; the report names the trace as this run was given it
+        report.trace["path"] = str(path)
+        return report
+
+    def put(self, report: Any) -> bool:
+        """Store ``report`` (atomically) under the digest of the bytes it was built from; False
+        when that digest is not known (the trace was not loaded through this cache), the report
+        does not round-trip through JSON, or there is no entry of this cache to store it in."""
+        import orjson
+
+        from tracedoc.report.model import Report
+
+        loaded = self.cache._loaded.get(self.key["path"])
+        if loaded is None or loaded[0] != self.key or not is_entry(self.entry):
+            return False
+        try:
+            d = orjson.loads(orjson.dumps(report.to_dict()))
+            if Report.from_dict(d).to_dict() != d:
+                return False
+        except Exception:  # a value JSON cannot carry (NaN, a type of its own): not stored
+            return False
+        doc = {"stamp": {**self.stamp, "content": loaded[1]}, "report": d}
         try:
             tmp = self.entry / f"{self.NAME}.tmp{os.getpid()}"
             tmp.write_bytes(orjson.dumps(doc))

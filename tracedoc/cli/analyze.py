@@ -216,25 +216,41 @@ def _analyze_one(path: str, settings: Any, cache: Any, progress: Optional[Callab
     its :class:`~tracedoc.report.model.Report`, which holds all any renderer needs (the
     frames are freed on return)."""
     from tracedoc import pipeline
-    from tracedoc.load import load
 
     # the frame cache serves regular files only (a stream has no size or mtime to key on)
     use_cache = cache if Path(path).is_file() else None
+    reports = use_cache.reports(path, settings) if use_cache is not None else None
+    if reports is not None:
+        stored = reports.get(path)  # the same trace, code and settings: its report as it was made
+        if stored is not None:
+            settings.rules()  # the rule files still load (and fail) as they would
+            _warn_dropped(stored.trace.get("path", path), stored.trace.get("dropped_events") or {})
+            return stored
+    from tracedoc.load import load
+
     loaded = load(path, progress=progress, max_bytes=settings.max_trace_bytes, cache=use_cache)
-    if loaded.dropped_events:
-        parts = ", ".join(f"{n} with {why}" for why, n in loaded.dropped_events.items())
-        err_console.print(
-            f"tracedoc: warning: {escape(display_path(loaded.path))}: dropped impossible values: {escape(parts)}",
-            soft_wrap=True,
-        )
+    _warn_dropped(loaded.path, loaded.dropped_events)
     if progress:
         progress("computing signals and rules")
-    return pipeline.analyze(
+    report = pipeline.analyze(
         loaded,
         settings,
         rules=settings.rules(),  # thresholds applied, selectors checked
         signal_store=use_cache.signals(path) if use_cache is not None else None,
     )
+    if reports is not None:
+        reports.put(report)
+    return report
+
+
+def _warn_dropped(path: str, dropped: dict[str, int]) -> None:
+    """The one stderr line about impossible values the loader dropped (none: nothing)."""
+    if dropped:
+        parts = ", ".join(f"{n} with {why}" for why, n in dropped.items())
+        err_console.print(
+            f"tracedoc: warning: {escape(display_path(path))}: dropped impossible values: {escape(parts)}",
+            soft_wrap=True,
+        )
 
 
 def _exit_code(report: Any, fail_on: str, exit_zero: bool, strict: bool) -> int:

@@ -1,0 +1,190 @@
+"""The stored report (tracedoc/cache.py ``ReportStore``): an ``analyze`` that changes nothing
+reads the report back instead of loading the trace (issue 24's warm path), and anything that
+could change the report -- the trace's bytes, the settings, a rule file, the code -- makes it
+analyse again."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+
+import pytest
+from conftest import FIXTURES
+from typer.testing import CliRunner
+
+from tracedoc import cache as cache_mod
+from tracedoc import settings as settings_mod
+from tracedoc.cache import FrameCache, ReportStore, remove_entry
+from tracedoc.cli import app
+from tracedoc.settings import Settings
+
+runner = CliRunner()
+REAL = FIXTURES / "v100_resnet50_workers0.pt.trace.json.gz"
+RULE = """
+code = "TX901"
+name = "steps-longer-than"
+severity = "info"
+summary = "fires when the step is longer than a limit"
+condition = "step_time_ms > {limit}"
+message = "m"
+estimated_saving_ms = "step_time_ms"
+[fix]
+summary = "take the fast path"
+safety = "safe"
+knobs = ["fast_path"]
+[docs]
+what = "w"
+why = "w"
+example = "e"
+fix = "f"
+safety = "s"
+"""
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEDOC_CACHE_MIN_BYTES", "0")
+    monkeypatch.setenv("TRACEDOC_NO_CONFIG", "1")
+    trace = tmp_path / "t.json.gz"
+    shutil.copy(REAL, trace)
+    return trace, tmp_path / "cache"
+
+
+def _run(trace, cdir, *extra):
+    r = runner.invoke(app, ["analyze", str(trace), "--cache-dir", str(cdir), "--exit-zero", *extra])
+    assert r.exit_code == 0, r.output
+    return r.stdout
+
+
+def _loads(monkeypatch):
+    """Record calls of the loader (the CLI imports it when it analyses; through the frame cache
+    one load is two calls)."""
+    calls = []
+    mod = importlib.import_module("tracedoc.load")  # the package; tracedoc.load is also the function
+    real = mod.load
+
+    def counting(*a, **k):
+        calls.append(a[0])
+        return real(*a, **k)
+
+    monkeypatch.setattr(mod, "load", counting)
+    return calls
+
+
+def test_an_unchanged_analysis_reads_the_stored_report(setup, monkeypatch):
+    trace, cdir = setup
+    fresh = {f: _run(trace, cdir, "--no-cache", "-f", f) for f in ("json", "text", "sarif")}
+    calls = _loads(monkeypatch)
+    first = _run(trace, cdir, "-f", "json")  # analyses, stores frames, signals and report
+    assert calls
+    n = len(calls)
+    assert (cdir / "v3").is_dir() and any(p.name == ReportStore.NAME for p in (cdir / "v3").rglob("*"))
+    for f in ("json", "text", "sarif"):
+        assert _run(trace, cdir, "-f", f) == fresh[f]  # every format renders the stored report alike
+    assert len(calls) == n  # none of them loaded the trace
+    assert first == fresh["json"]
+
+
+def test_the_report_names_the_trace_as_given(setup, monkeypatch):
+    trace, cdir = setup
+    _run(trace, cdir, "-f", "json")
+    monkeypatch.chdir(trace.parent)
+    calls = _loads(monkeypatch)
+    out = json.loads(_run(f"./{trace.name}", cdir, "-f", "json"))
+    assert calls == [] and out["trace"]["path"] == f"./{trace.name}"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ["--select", "TD101"],
+        ["--min-saving-ms", "0.5"],
+        ["--max-trace-bytes", "512M"],
+    ],
+)
+def test_other_settings_analyse_again(setup, monkeypatch, change):
+    trace, cdir = setup
+    _run(trace, cdir, "-f", "json")
+    calls = _loads(monkeypatch)
+    out = _run(trace, cdir, "-f", "json", *change)
+    assert calls
+    assert out == _run(trace, cdir, "--no-cache", "-f", "json", *change)
+
+
+def test_a_changed_rule_file_analyses_again(setup, monkeypatch):
+    trace, cdir = setup
+    rules = trace.parent / "rules.toml"
+    rules.write_text(RULE.format(limit=0))
+    a = json.loads(_run(trace, cdir, "-f", "json", "--rules", str(rules)))
+    assert "TX901" in [f["code"] for f in a["findings"]]
+    calls = _loads(monkeypatch)
+    rules.write_text(RULE.format(limit=10**9))  # same path, other bytes
+    settings_mod._rules.cache_clear()  # rules load once per settings in a process: a new CLI run
+    b = json.loads(_run(trace, cdir, "-f", "json", "--rules", str(rules)))
+    assert calls and "TX901" not in [f["code"] for f in b["findings"]]
+
+
+def test_changed_trace_bytes_with_the_same_size_and_mtime_analyse_again(setup, monkeypatch):
+    trace, cdir = setup
+    _run(trace, cdir, "-f", "json")
+    st = os.stat(trace)
+    data = bytearray(trace.read_bytes())
+    data[-9] ^= 0xFF  # the gzip trailer's CRC: the file no longer reads as a trace
+    trace.write_bytes(bytes(data))
+    os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(trace).st_size == st.st_size and os.stat(trace).st_mtime_ns == st.st_mtime_ns
+    r = runner.invoke(app, ["analyze", str(trace), "--cache-dir", str(cdir), "-f", "json"])
+    assert r.exit_code == 2 and "t.json.gz" in r.output  # the damaged bytes are read, not the old report
+
+
+def test_other_code_analyses_again(setup, monkeypatch):
+    trace, cdir = setup
+    _run(trace, cdir, "-f", "json")
+    monkeypatch.setattr(cache_mod, "package_code_hash", lambda: "another version")
+    calls = _loads(monkeypatch)
+    _run(trace, cdir, "-f", "json")
+    assert calls
+
+
+@pytest.mark.parametrize("bad", [b"{not json", b'{"stamp": {}, "report": {}}', b'{"stamp": 1, "report": []}'])
+def test_a_damaged_report_file_is_ignored_and_replaced(setup, monkeypatch, bad):
+    trace, cdir = setup
+    fresh = _run(trace, cdir, "-f", "json")
+    stored = next((cdir / "v3").rglob(ReportStore.NAME))
+    stored.write_bytes(bad)
+    calls = _loads(monkeypatch)
+    assert _run(trace, cdir, "-f", "json") == fresh
+    assert calls
+    assert json.loads(stored.read_bytes())["report"]["schema_version"]  # written again
+
+
+def test_a_report_with_a_forged_stamp_but_other_bytes_is_not_used(setup, monkeypatch):
+    trace, cdir = setup
+    _run(trace, cdir, "-f", "json")
+    stored = next((cdir / "v3").rglob(ReportStore.NAME))
+    doc = json.loads(stored.read_bytes())
+    doc["stamp"]["content"] = "0" * 64
+    stored.write_text(json.dumps(doc))
+    calls = _loads(monkeypatch)
+    _run(trace, cdir, "-f", "json")
+    assert calls
+
+
+def test_the_store_is_part_of_the_entry_cache_clear_removes(setup):
+    trace, cdir = setup
+    _run(trace, cdir, "-f", "json")
+    entry = next((cdir / "v3").rglob(ReportStore.NAME)).parent
+    (entry / f"{ReportStore.NAME}.tmp123").write_bytes(b"half")
+    assert remove_entry(entry) and not entry.exists()
+
+
+def test_no_store_for_unreadable_rule_paths_or_uncacheable_traces(tmp_path):
+    c = FrameCache(tmp_path / "c", min_bytes=0)
+    trace = tmp_path / "t.json.gz"
+    shutil.copy(REAL, trace)
+    assert c.reports(trace, Settings()) is not None
+    assert c.reports(trace, Settings(rule_paths=(str(tmp_path / "missing.toml"),))) is None
+    assert c.reports("-", Settings()) is None
+    assert FrameCache(tmp_path / "c").reports(trace, Settings()) is None  # below the size to cache
