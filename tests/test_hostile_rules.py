@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tracebuilder import budget_rule_toml, dataloader_bound
 
+from tracedoc import tomlfile as tomlfile_mod
 from tracedoc.engine.expr import MAX_EXPR_DEPTH, Expr
 from tracedoc.engine.rules import (
     MAX_DOTTED_PARTS,
@@ -141,9 +142,8 @@ def test_expression_bounds_are_cheap(monkeypatch):
 def test_toml_bounds(monkeypatch, text, problem, before_parse):
     """The costly shapes (quadratic dotted keys, oversize files) are refused before tomllib
     parses them; the rest are tomllib's own errors, reported as one RuleError."""
-    import tracedoc.engine.rules as rules_mod
 
-    parsed = count_calls(monkeypatch, rules_mod.tomllib, "loads")
+    parsed = count_calls(monkeypatch, tomlfile_mod.tomllib, "loads")
     with pytest.raises(RuleError, match=problem):
         parse_toml(text, "r.toml")
     assert (parsed == []) is before_parse

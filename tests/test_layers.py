@@ -23,6 +23,7 @@ LAYERS = {
     "tracedoc.hostfacts": 0,
     "tracedoc.schema": 0,
     "tracedoc.heap": 0,  # glibc malloc_trim for the loader: no tracedoc imports
+    "tracedoc.tomlfile": 0,  # bounded reading of user TOML (rules, pyproject): the errors only
     "tracedoc.perf": 1,  # op cost models and device peaks: plain data in, numbers out
     "tracedoc.trace": 1,
     "tracedoc.load": 1,

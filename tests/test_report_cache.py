@@ -188,3 +188,35 @@ def test_no_store_for_unreadable_rule_paths_or_uncacheable_traces(tmp_path):
     assert c.reports(trace, Settings(rule_paths=(str(tmp_path / "missing.toml"),))) is None
     assert c.reports("-", Settings()) is None
     assert FrameCache(tmp_path / "c").reports(trace, Settings()) is None  # below the size to cache
+
+
+_IMPORTS_AFTER = r"""
+import os, sys
+from tracedoc.cli import main
+real_exit = os._exit
+def done(code):
+    sys.stderr.write("\nIMPORTED " + " ".join(m for m in ("pandas", "pyarrow", "tracedoc.signals") if m in sys.modules) + "\n")
+    sys.stderr.flush()
+    real_exit(code)
+os._exit = done
+sys.argv = ["tracedoc", "analyze", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_stored_report_is_rendered_without_pandas_or_the_signals(setup):
+    # issue 24: the warm path must not import what it does not need (pandas alone is 0.3-0.4 s)
+    import subprocess
+    import sys
+
+    trace, cdir = setup
+    args = [str(trace), "--cache-dir", str(cdir), "-f", "json", "--exit-zero"]
+    env = {**os.environ, "TRACEDOC_CACHE_MIN_BYTES": "0", "TRACEDOC_NO_CONFIG": "1"}
+
+    def imported() -> str:
+        r = subprocess.run([sys.executable, "-c", _IMPORTS_AFTER, *args], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        return r.stderr.rsplit("IMPORTED", 1)[1].strip()
+
+    assert "pandas" in imported()  # the first run analyses
+    assert imported() == ""  # the second reads the stored report

@@ -707,10 +707,10 @@ class ReportStore:
       the rule files its rule paths hold (:func:`_rule_files_digest`).
 
     The content digest is computed only once everything else in the stamp matches, so a run
-    with other settings does not hash the file for it. A report is stored only when it comes
-    back from its JSON unchanged (``Report.from_dict(d).to_dict() == d``), and only into an
-    entry this cache wrote (:func:`is_entry`); a file whose stamp differs, or that does not
-    parse, is ignored and replaced, never trusted.
+    with other settings does not hash the file for it. The store holds the report as a dict (the
+    CLI stores one only when ``Report.from_dict(d).to_dict() == d``, and reads it back through
+    ``Report.from_dict``), and only in an entry this cache wrote (:func:`is_entry`); a file
+    whose stamp differs, or that does not parse, is ignored and replaced, never trusted.
     """
 
     NAME = "report.json"
@@ -722,8 +722,8 @@ class ReportStore:
         self.path = self.entry / self.NAME
         self.stamp = {"key": key, "code": package_code_hash(), "inputs": inputs}
 
-    def get(self, path: str | os.PathLike[str]) -> Any:
-        """The stored :class:`~tracedoc.report.model.Report`, or None when there is none for
+    def get(self, path: str | os.PathLike[str]) -> dict[str, Any] | None:
+        """The stored report (the dict of ``Report.to_dict``), or None when there is none for
         this stamp or the trace's bytes changed. Its ``trace["path"]`` is ``path`` as given
         now (another spelling of the same real path shares the entry)."""
         import orjson
@@ -734,46 +734,36 @@ class ReportStore:
             return None
         if not isinstance(doc, dict) or not isinstance(doc.get("report"), dict):
             return None
-        stamp = doc.get("stamp")
+        stamp, report = doc.get("stamp"), doc["report"]
         if not isinstance(stamp, dict) or {k: stamp.get(k) for k in self.stamp} != self.stamp:
+            return None
+        if not isinstance(report.get("trace"), dict):
             return None
         try:
             if self.cache.content(path) != stamp.get("content"):
                 return None
         except (OSError, ValueError):
             return None
-        from tracedoc.errors import TracedocError
-        from tracedoc.report.model import Report
-
-        try:
-            report = Report.from_dict(doc["report"])
-        except (TracedocError, KeyError, TypeError, ValueError):
-            return None
-        # the key is the real path; the report names the trace as this run was given it
-        report.trace["path"] = str(path)
+        report["trace"]["path"] = str(path)  # the key is the real path; the run names it as given
         return report
 
-    def put(self, report: Any) -> bool:
-        """Store ``report`` (atomically) under the digest of the bytes it was built from; False
-        when that digest is not known (the trace was not loaded through this cache), the report
-        does not round-trip through JSON, or there is no entry of this cache to store it in."""
+    def put(self, report: dict[str, Any]) -> bool:
+        """Store ``report`` (a ``Report.to_dict``, made JSON-safe by the caller) atomically,
+        under the digest of the bytes it was built from; False when that digest is not known
+        (the trace was not loaded through this cache), it is not JSON, or there is no entry of
+        this cache to store it in."""
         import orjson
-
-        from tracedoc.report.model import Report
 
         loaded = self.cache._loaded.get(self.key["path"])
         if loaded is None or loaded[0] != self.key or not is_entry(self.entry):
             return False
         try:
-            d = orjson.loads(orjson.dumps(report.to_dict()))
-            if Report.from_dict(d).to_dict() != d:
-                return False
-        except Exception:  # a value JSON cannot carry (NaN, a type of its own): not stored
+            data = orjson.dumps({"stamp": {**self.stamp, "content": loaded[1]}, "report": report})
+        except (TypeError, orjson.JSONEncodeError):
             return False
-        doc = {"stamp": {**self.stamp, "content": loaded[1]}, "report": d}
         try:
             tmp = self.entry / f"{self.NAME}.tmp{os.getpid()}"
-            tmp.write_bytes(orjson.dumps(doc))
+            tmp.write_bytes(data)
             os.replace(tmp, self.path)
         except OSError:
             return False

@@ -61,7 +61,7 @@ class Config:
 #: Largest ``pyproject.toml`` read (bytes). Why 1 MiB: the file is read whenever a trace is
 #: analysed below it, whatever else it configures, so the bound must pass every real project
 #: file (they run to tens of KB) while keeping the parse small; the other bounds (dotted keys,
-#: nesting) are those of rule files (:func:`tracedoc.engine.rules.parse_toml`).
+#: nesting) are those of rule files (:func:`tracedoc.tomlfile.parse_toml`).
 MAX_PYPROJECT_BYTES = 1 << 20
 
 
@@ -74,8 +74,8 @@ def _read_pyproject(pyproject: Path) -> dict[str, Any]:
         ConfigError: one line naming the file: not a regular file, unreadable, too large, not
             UTF-8, a bound exceeded, or invalid TOML.
     """
-    from tracedoc.engine.rules import parse_toml, read_toml_text
     from tracedoc.errors import display_path
+    from tracedoc.tomlfile import parse_toml, read_toml_text
 
     try:
         text = read_toml_text(pyproject, MAX_PYPROJECT_BYTES, "pyproject.toml", hint=None)

@@ -142,8 +142,7 @@ def analyze(
             max_trace_bytes=max_bytes,
         )
         settings = _settings(traces[0], **options)
-        # a bad rule file or override fails before a long load (Settings.rules() is cached);
-        # otherwise the rules (and pandas) are imported while the loader's workers decode the trace
+        # a bad rule file or override fails before a long load (Settings.rules() is cached)
         if settings.rule_paths or settings.thresholds:
             settings.rules()
         cache = default_cache(cache_dir, enabled=not no_cache, env=settings.env)
@@ -172,7 +171,8 @@ def analyze(
         funnel(label, "write the report", "writing the report"),
         terminal_options(show_skipped=show_skipped, config=config_changes(settings, traces[0], options)),
     ):
-        emit(report, format, output=output, top=top, quiet=quiet, color=color, rules=settings.rules())
+        shown = settings.rules() if format is Format.sarif else None  # only SARIF shows them (pandas)
+        emit(report, format, output=output, top=top, quiet=quiet, color=color, rules=shown)
     raise typer.Exit(_exit_code(report, settings.fail_on, exit_zero, settings.strict))
 
 
@@ -220,12 +220,10 @@ def _analyze_one(path: str, settings: Any, cache: Any, progress: Optional[Callab
     # the frame cache serves regular files only (a stream has no size or mtime to key on)
     use_cache = cache if Path(path).is_file() else None
     reports = use_cache.reports(path, settings) if use_cache is not None else None
-    if reports is not None:
-        stored = reports.get(path)  # the same trace, code and settings: its report as it was made
-        if stored is not None:
-            settings.rules()  # the rule files still load (and fail) as they would
-            _warn_dropped(stored.trace.get("path", path), stored.trace.get("dropped_events") or {})
-            return stored
+    stored = _stored_report(reports, path) if reports is not None else None
+    if stored is not None:  # the same trace, code, settings and rule files: the report as it was made
+        _warn_dropped(path, stored.trace.get("dropped_events") or {})
+        return stored
     from tracedoc.load import load
 
     loaded = load(path, progress=progress, max_bytes=settings.max_trace_bytes, cache=use_cache)
@@ -239,8 +237,39 @@ def _analyze_one(path: str, settings: Any, cache: Any, progress: Optional[Callab
         signal_store=use_cache.signals(path) if use_cache is not None else None,
     )
     if reports is not None:
-        reports.put(report)
+        _store_report(reports, report)
     return report
+
+
+def _stored_report(reports: Any, path: str) -> Any:
+    """The :class:`~tracedoc.report.model.Report` a :class:`tracedoc.cache.ReportStore` holds
+    for this trace, or None (none, or not a report this version reads)."""
+    from tracedoc.errors import TracedocError
+    from tracedoc.report.model import Report
+
+    d = reports.get(path)
+    if d is None:
+        return None
+    try:
+        return Report.from_dict(d)
+    except (TracedocError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _store_report(reports: Any, report: Any) -> None:
+    """Store ``report`` when it comes back from JSON unchanged (no NaN, no type of its own), so
+    that a stored report renders as the fresh one did."""
+    import orjson
+
+    from tracedoc.report.model import Report
+
+    try:
+        d = orjson.loads(orjson.dumps(report.to_dict()))
+        if Report.from_dict(d).to_dict() != d:
+            return
+    except Exception:  # a value JSON cannot carry: the report is not stored, the run goes on
+        return
+    reports.put(d)
 
 
 def _warn_dropped(path: str, dropped: dict[str, int]) -> None:

@@ -40,7 +40,6 @@ import os
 import re
 import stat
 import string
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -53,6 +52,12 @@ from tracedoc.errors import RuleError, display_path
 # were first defined, so ``from tracedoc.engine.rules import Finding, Fix, Skipped`` keeps working.
 from tracedoc.report.model import Finding, Fix, Severity, Skipped
 from tracedoc.signals import SIGNALS, SignalUnavailable
+from tracedoc.tomlfile import (  # noqa: F401  (MAX_*: re-exported; the bounds of rule files)
+    MAX_DOTTED_PARTS,
+    MAX_RULE_FILE_BYTES,
+    parse_toml,
+    read_toml_text,
+)
 
 #: The severities, least severe first (:class:`~tracedoc.report.model.Severity` members,
 #: equal to their strings ``"info"``, ``"warning"``, ``"error"``).
@@ -63,10 +68,6 @@ _CODE_RE = re.compile(r"^[A-Z]+[0-9]+$")
 _NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 DOC_SECTIONS = ("what", "why", "example", "fix", "safety")
 
-#: Largest rule file accepted (bytes); the built-in rules are about 3 KB each.
-MAX_RULE_FILE_BYTES = 64 << 10
-#: Most dotted parts in one TOML key or table header (``a.b.c`` has 3).
-MAX_DOTTED_PARTS = 32
 #: Longest message template (characters) and most replacement fields in it.
 MAX_TEMPLATE_CHARS = 4000
 MAX_TEMPLATE_FIELDS = 32
@@ -79,11 +80,6 @@ _SPEC_RE = re.compile(
     r"(?P<width>\d+)?(?P<grouping>[,_])?(?:\.(?P<precision>\d+))?(?P<type>[eEfFgGn%])?$",
     re.DOTALL,
 )
-# Possessive quantifiers and a start only where no key character precedes: each run of key
-# characters is read once, so the search is linear (with plain ``+`` a 64 KiB run of letters
-# took 196 s: every start inside the run read the run to its end).
-_KEY_PART = r"(?:[A-Za-z0-9_-]++|\"[^\"\n]*+\"|'[^'\n]*+')"
-_LONG_DOTTED_KEY = re.compile(rf"(?<![A-Za-z0-9_\-\"'])(?:{_KEY_PART}[ \t]*+\.[ \t]*+){{{MAX_DOTTED_PARTS}}}")
 
 
 @dataclass
@@ -352,72 +348,6 @@ def _expr(source: str, src: str, field_name: str) -> Expr:
         return Expr(source)
     except RuleError as exc:
         raise RuleError(f"{src}: '{field_name}': {exc}") from None
-
-
-def parse_toml(text: str, src: str, max_bytes: int = MAX_RULE_FILE_BYTES, what: str = "rule file") -> dict[str, Any]:
-    """Parse TOML text within the bounds of the module docstring: at most ``max_bytes``
-    characters (a rule file: :data:`MAX_RULE_FILE_BYTES`), no key with more than
-    :data:`MAX_DOTTED_PARTS` dotted parts (``tomllib`` takes time and memory quadratic in
-    them: a 40 KB key of 20,000 parts took 34 s and 1.5 GB), nesting that ``tomllib`` can
-    parse without exhausting the recursion limit or memory. Shared by rule files and
-    ``pyproject.toml`` (:mod:`tracedoc.config`).
-
-    Raises:
-        RuleError: ``"{src}: ..."``: too long, a key with too many dotted parts, nested too
-            deeply, too large to parse, or invalid TOML (an integer of more than 4,300 digits,
-            Python's limit on converting one, included).
-    """
-    if len(text) > max_bytes:
-        raise RuleError(f"{src}: {what} larger than {_size_text(max_bytes)}")
-    if _LONG_DOTTED_KEY.search(text):
-        raise RuleError(f"{src}: a key with more than {MAX_DOTTED_PARTS} dotted parts")
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RuleError(f"{src}: invalid TOML ({exc})") from None
-    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
-        raise RuleError(f"{src}: invalid TOML ({exc})") from None
-    except RecursionError:
-        raise RuleError(f"{src}: invalid TOML (nested too deeply)") from None
-    except MemoryError:
-        raise RuleError(f"{src}: TOML too large to parse (out of memory)") from None
-
-
-def _size_text(n: int) -> str:
-    """A size bound as the errors say it: ``"1 MiB"``, ``"64 KiB"``."""
-    return f"{n // (1 << 20)} MiB" if n >= 1 << 20 else f"{n // 1024} KiB"
-
-
-def read_toml_text(
-    p: Path,
-    max_bytes: int = MAX_RULE_FILE_BYTES,
-    what: str = "rule file",
-    hint: str | None = "rule files must be regular .toml files",
-) -> str:
-    """The text of a TOML file tracedoc reads (a rule file; ``pyproject.toml``,
-    :mod:`tracedoc.config`): a regular file (a FIFO or device is refused before it is opened),
-    of at most ``max_bytes`` bytes, UTF-8.
-
-    Raises:
-        RuleError: ``"{file}: ..."``: not a regular file (``hint`` appended), larger than
-            ``max_bytes`` (named ``what``), unreadable, or not UTF-8.
-    """
-    shown = display_path(p)
-    try:
-        st = os.stat(p)
-        if not stat.S_ISREG(st.st_mode):
-            raise RuleError(f"{shown}: not a regular file" + (f"; {hint}" if hint else ""))
-        if st.st_size > max_bytes:
-            raise RuleError(f"{shown}: {what} larger than {_size_text(max_bytes)}")
-        with open(p, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
-        return raw.decode("utf-8")
-    except RuleError:
-        raise
-    except UnicodeDecodeError as exc:
-        raise RuleError(f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise RuleError(f"{shown}: cannot read ({exc.strerror or exc})") from None
 
 
 @functools.lru_cache(maxsize=256)
