@@ -220,3 +220,23 @@ def test_a_stored_report_is_rendered_without_pandas_or_the_signals(setup):
 
     assert "pandas" in imported()  # the first run analyses
     assert imported() == ""  # the second reads the stored report
+
+
+def test_a_rule_folder_is_hashed_as_the_engine_lists_it(tmp_path):
+    # a folder's *.toml files only, as tracedoc.tomlfile.rule_files lists them: a change to
+    # another file of the folder leaves the stored report valid, a change to a rule does not
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / "r.toml").write_text(RULE.format(limit=0))
+    (folder / "notes.txt").write_text("one")
+    c = FrameCache(tmp_path / "c", min_bytes=0)
+    trace = tmp_path / "t.json.gz"
+    shutil.copy(REAL, trace)
+    settings = Settings(rule_paths=(str(folder),))
+    first = c.reports(trace, settings).stamp["inputs"]
+    (folder / "notes.txt").write_text("two")
+    assert c.reports(trace, settings).stamp["inputs"] == first
+    (folder / "r.toml").write_text(RULE.format(limit=1))
+    assert c.reports(trace, settings).stamp["inputs"] != first
+    os.mkfifo(folder / "fifo.toml")  # not a regular file: no store, and no read that blocks
+    assert c.reports(trace, settings) is None

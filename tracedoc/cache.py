@@ -664,31 +664,33 @@ MAX_RULE_BYTES = 16 << 20
 
 
 def _rule_files_digest(paths: tuple[str, ...]) -> str | None:
-    """A digest of the names and bytes of every regular file under the rule ``paths`` (a file,
-    or a folder walked in sorted order); None when one cannot be read or the bounds are passed:
-    then no report is stored or read, and the rules load (and fail) as usual."""
+    """A digest of the names and bytes of the rule files the rule ``paths`` name, listed as the
+    rules engine lists them (:func:`tracedoc.tomlfile.rule_files`: a file, or a folder's
+    ``*.toml`` files); None when a path is missing, a file cannot be read as a regular file, or
+    the bounds are passed: then no report is stored or read, and the rules load (and fail) as
+    usual."""
+    from tracedoc.errors import RuleError
+    from tracedoc.tomlfile import rule_files
+
+    try:
+        found = rule_files(list(paths))
+    except (RuleError, OSError):
+        return None
+    if len(found) > MAX_RULE_FILES:
+        return None
     h = hashlib.blake2b(digest_size=16)
-    files, total = 0, 0
-    for p in paths:
-        root = Path(p)
+    total = 0
+    for f in found:
         try:
-            found = [root] if root.is_file() else sorted(x for x in root.rglob("*") if x.is_file())
-        except OSError:
+            data = read_regular(f, MAX_RULE_BYTES)
+        except (OSError, ValueError):
             return None
-        if not found and not root.is_dir():
+        total += len(data)
+        if total > MAX_RULE_BYTES:
             return None
-        for f in found:
-            files += 1
-            try:
-                data = read_regular(f, MAX_RULE_BYTES)
-            except (OSError, ValueError):
-                return None
-            total += len(data)
-            if files > MAX_RULE_FILES or total > MAX_RULE_BYTES:
-                return None
-            h.update(str(f).encode() + b"\0")
-            h.update(len(data).to_bytes(8, "little"))
-            h.update(data)
+        h.update(str(f).encode() + b"\0")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
     return h.hexdigest()
 
 

@@ -1,5 +1,6 @@
 """Reading the TOML files tracedoc takes from users -- rule files and ``pyproject.toml`` -- within
-bounds, with one-line errors (:class:`tracedoc.errors.RuleError`). A module of its own, with no
+bounds, with one-line errors (:class:`tracedoc.errors.RuleError`), and the listing of the rule
+files a rule path names (:func:`rule_files`). A module of its own, with no
 tracedoc import but the errors: reading a project's ``[tool.tracedoc]`` table must not import the
 rules engine, its signals and pandas (0.4 s), which a stored report does not need (issue 24's warm
 path, :class:`tracedoc.cache.ReportStore`).
@@ -95,3 +96,20 @@ def read_toml_text(
         raise RuleError(f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise RuleError(f"{shown}: cannot read ({exc.strerror or exc})") from None
+
+
+def rule_files(paths: list[str | Path]) -> list[Path]:
+    """Expand rule paths: a file is itself, a directory is its ``*.toml`` files (sorted).
+
+    Raises:
+        RuleError: a path that does not exist.
+    """
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(p.glob("*.toml")))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise RuleError(f"{display_path(p)}: no such file or directory")
+    return files

@@ -57,6 +57,7 @@ from tracedoc.tomlfile import (  # noqa: F401  (MAX_*: re-exported; the bounds o
     MAX_RULE_FILE_BYTES,
     parse_toml,
     read_toml_text,
+    rule_files,
 )
 
 #: The severities, least severe first (:class:`~tracedoc.report.model.Severity` members,
@@ -403,23 +404,6 @@ def _builtin_rules() -> tuple[Rule, ...]:
     if len(set(codes)) != len(codes) or len(set(names)) != len(names):
         raise RuleError("rules/: duplicate rule code or name")
     return tuple(sorted(rules, key=lambda r: r.code))
-
-
-def rule_files(paths: list[str | Path]) -> list[Path]:
-    """Expand rule paths: a file is itself, a directory is its ``*.toml`` files (sorted).
-
-    Raises:
-        RuleError: a path that does not exist.
-    """
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files.extend(sorted(p.glob("*.toml")))
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise RuleError(f"{display_path(p)}: no such file or directory")
-    return files
 
 
 def load_rules(extra: list[str | Path] | None = None) -> list[Rule]:
