@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 from conftest import FIXTURES
+from tracebuilder import budget_rule_toml
 from typer.testing import CliRunner
 
 from tracedoc import cache as cache_mod
@@ -22,25 +23,6 @@ from tracedoc.settings import Settings
 
 runner = CliRunner()
 REAL = FIXTURES / "v100_resnet50_workers0.pt.trace.json.gz"
-RULE = """
-code = "TX901"
-name = "steps-longer-than"
-severity = "info"
-summary = "fires when the step is longer than a limit"
-condition = "step_time_ms > {limit}"
-message = "m"
-estimated_saving_ms = "step_time_ms"
-[fix]
-summary = "take the fast path"
-safety = "safe"
-knobs = ["fast_path"]
-[docs]
-what = "w"
-why = "w"
-example = "e"
-fix = "f"
-safety = "s"
-"""
 
 
 @pytest.fixture
@@ -116,14 +98,14 @@ def test_other_settings_analyse_again(setup, monkeypatch, change):
 def test_a_changed_rule_file_analyses_again(setup, monkeypatch):
     trace, cdir = setup
     rules = trace.parent / "rules.toml"
-    rules.write_text(RULE.format(limit=0))
+    rules.write_text(budget_rule_toml(0))
     a = json.loads(_run(trace, cdir, "-f", "json", "--rules", str(rules)))
-    assert "TX901" in [f["code"] for f in a["findings"]]
+    assert "CI1" in [f["code"] for f in a["findings"]]
     calls = _loads(monkeypatch)
-    rules.write_text(RULE.format(limit=10**9))  # same path, other bytes
+    rules.write_text(budget_rule_toml(10**9))  # same path, other bytes
     settings_mod._rules.cache_clear()  # rules load once per settings in a process: a new CLI run
     b = json.loads(_run(trace, cdir, "-f", "json", "--rules", str(rules)))
-    assert calls and "TX901" not in [f["code"] for f in b["findings"]]
+    assert calls and "CI1" not in [f["code"] for f in b["findings"]]
 
 
 def test_changed_trace_bytes_with_the_same_size_and_mtime_analyse_again(setup, monkeypatch):
@@ -227,7 +209,7 @@ def test_a_rule_folder_is_hashed_as_the_engine_lists_it(tmp_path):
     # another file of the folder leaves the stored report valid, a change to a rule does not
     folder = tmp_path / "rules"
     folder.mkdir()
-    (folder / "r.toml").write_text(RULE.format(limit=0))
+    (folder / "r.toml").write_text(budget_rule_toml(0))
     (folder / "notes.txt").write_text("one")
     c = FrameCache(tmp_path / "c", min_bytes=0)
     trace = tmp_path / "t.json.gz"
@@ -236,7 +218,7 @@ def test_a_rule_folder_is_hashed_as_the_engine_lists_it(tmp_path):
     first = c.reports(trace, settings).stamp["inputs"]
     (folder / "notes.txt").write_text("two")
     assert c.reports(trace, settings).stamp["inputs"] == first
-    (folder / "r.toml").write_text(RULE.format(limit=1))
+    (folder / "r.toml").write_text(budget_rule_toml(1))
     assert c.reports(trace, settings).stamp["inputs"] != first
     os.mkfifo(folder / "fifo.toml")  # not a regular file: no store, and no read that blocks
     assert c.reports(trace, settings) is None
