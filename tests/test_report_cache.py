@@ -222,3 +222,22 @@ def test_a_rule_folder_is_hashed_as_the_engine_lists_it(tmp_path):
     assert c.reports(trace, settings).stamp["inputs"] != first
     os.mkfifo(folder / "fifo.toml")  # not a regular file: no store, and no read that blocks
     assert c.reports(trace, settings) is None
+
+
+def test_other_library_versions_analyse_again(setup, monkeypatch):
+    trace, cdir = setup
+    _run(trace, cdir, "-f", "json")
+    versions = {**cache_mod.library_versions(), "pandas": "9.9"}
+    monkeypatch.setattr(cache_mod, "library_versions", lambda: versions)
+    calls = _loads(monkeypatch)
+    _run(trace, cdir, "-f", "json")
+    assert calls
+
+
+def test_library_versions_import_nothing():
+    import subprocess
+    import sys
+
+    code = "import sys; from tracedoc.cache import library_versions as v; d = v(); print(d['numpy'], 'pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0].count(".") >= 1 and out[1] == "False"

@@ -657,6 +657,27 @@ def package_code_hash() -> str:
     return h.hexdigest()
 
 
+#: The distributions whose versions a stored report's stamp holds: the interpreter aside, those
+#: that compute its figures (a new pandas or numpy may round a sum differently).
+STAMPED_LIBRARIES = ("numpy", "pandas", "msgspec", "orjson", "pyarrow")
+
+
+@functools.lru_cache(maxsize=1)
+def library_versions() -> dict[str, str | None]:
+    """The Python version and the installed versions of :data:`STAMPED_LIBRARIES` (None when
+    one is not installed), read from their metadata: nothing is imported."""
+    import sys
+    from importlib import metadata
+
+    out: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for name in STAMPED_LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 #: Bounds on the rule files hashed into a stored report's stamp: more files or bytes than
 #: this and no report is stored or read (the analysis runs as usual).
 MAX_RULE_FILES = 1000
@@ -703,7 +724,8 @@ class ReportStore:
 
     * the trace: its cache key (real path, size, mtime) and the SHA-256 of all its bytes,
       checked against the file as it is now, as the frames are (module docstring);
-    * the code: :func:`package_code_hash`, every file of the package;
+    * the code: :func:`package_code_hash`, every file of the package, and the versions of the
+      interpreter and the libraries that compute the figures (:func:`library_versions`);
     * the analysis: the whole :class:`tracedoc.settings.Settings` (selectors, rule paths,
       thresholds, floors, size limit, ``TRACEDOC_*`` variables), and the names and bytes of
       the rule files its rule paths hold (:func:`_rule_files_digest`).
@@ -722,7 +744,7 @@ class ReportStore:
         self.key = key
         self.entry = cache.entry_dir(key)
         self.path = self.entry / self.NAME
-        self.stamp = {"key": key, "code": package_code_hash(), "inputs": inputs}
+        self.stamp = {"key": key, "code": package_code_hash(), "inputs": inputs, "libraries": library_versions()}
 
     def get(self, path: str | os.PathLike[str]) -> dict[str, Any] | None:
         """The stored report (the dict of ``Report.to_dict``), or None when there is none for
