@@ -936,6 +936,11 @@ class _Walk:
 
 
 def _cached_replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Replay:
+    """The replay of ``what`` (cached). The unchanged replay is always traced: the critical-path
+    signals read its path on every GPU trace, and its windows are the same either way, so one
+    traced replay serves both (one replay fewer per analysis)."""
+    if what == BASELINE:
+        trace_path = True
     key = f"stepmodel_replay_{what.key}_{trace_path}"
     return ctx.cached(key, lambda: _replay(ctx, what, trace_path))
 
