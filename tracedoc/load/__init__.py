@@ -30,7 +30,8 @@ _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 def _import_frame_stage() -> None:
     """Import pandas and the frame builder (about 0.3 s). The fast engine calls this right
-    after it has forked its decode workers, so the import overlaps their decoding."""
+    after it has started its decode workers (a fresh process for a streamed file, forked ones
+    for one buffer), so the import overlaps their decoding."""
     import tracedoc.load.build  # noqa: F401  (imported for its side effect: the import itself)
 
 
