@@ -379,8 +379,9 @@ class FrameCache:
             table = pq.read_table(pa.BufferReader(raw), read_dictionary=strings)
             if table.column_names != [c for c, _ in cols]:
                 raise ValueError(f"{f}: columns differ")
-            df = _frame(table, cols)
-            frames[kind] = df
+            frames[kind] = _frame(table, cols)
+            del table, raw
+            pa.default_memory_pool().release_unused()  # the pool keeps freed pages: give them back
         t = manifest["trace"]
         devices = [
             Device(
@@ -432,6 +433,8 @@ class FrameCache:
                 raw = sink.getvalue()
                 (tmp / f"{kind}.parquet").write_bytes(raw)
                 files[kind] = [zlib.crc32(raw), raw.size]
+                del sink, raw
+                pa.default_memory_pool().release_unused()  # the pool keeps freed pages: give them back
             manifest = {
                 "key": key,
                 "content": content,
