@@ -7,7 +7,8 @@ objects). It counts in the peak RSS that decides whether a trace of many GB can 
 :class:`GrowthTrim` runs it during the analysis whenever the process has grown by a step
 (:meth:`tracedoc.signals.base.SignalContext.cached`, after each shared result is built): the
 analysis frees its temporaries, but glibc keeps their pages, and on the 301 MB tiled trace
-that retained memory was the difference between an analysis peak of 291 and 270 MiB.
+that retained memory was the difference between an analysis peak of 291 and 270 MiB
+(in process; :data:`TRIM_STEP_BYTES`).
 
 Fixing glibc's mmap threshold (``mallopt(3)``, ``M_MMAP_THRESHOLD``) so that large NumPy
 temporaries go back to the system when freed was measured too and left out: at 1 MiB it cut
@@ -73,12 +74,13 @@ except (AttributeError, ValueError, OSError):
     pass
 
 #: Growth of the resident set (bytes) after which :class:`GrowthTrim` releases the heap's free
-#: pages. Why 32 MiB: measured on the tiled x10 trace (757k events) and the 1 M small-event
-#: trace, a release after every shared result (69 of them) cut the analysis peak by 7% and 5%
-#: and cost 13% more time (the released pages fault in again when reused); at a 16 MiB step it
-#: released 18 and 26 times, at 64 MiB 8 and 12 times, the same peaks within 3% and no time
-#: beyond the runs' noise (3 alternating runs each).
-TRIM_STEP_BYTES = 32 << 20
+#: pages. Why 8 MiB: measured with ``tracedoc analyze --format json --no-cache`` (peak RSS of the
+#: process, ``ru_maxrss``; 3 alternating runs each, 2-core VM), the tiled x10 trace (757k events,
+#: 301 MB) peaked at 291-293 MiB with a 32 MiB step, 282-283 MiB with 16 and 276-278 MiB with 8
+#: (4.66-4.94 s, 4.75-5.11 s and 4.77-5.06 s); the 1 M small-event trace at 566-586 MiB with 32
+#: and 551 MiB with 8 (7.5-7.8 s and 7.1-7.3 s). A release after every shared result (69 on the
+#: tiled trace) cost 13% more time: the released pages fault in again when they are reused.
+TRIM_STEP_BYTES = 8 << 20
 
 
 class GrowthTrim:
