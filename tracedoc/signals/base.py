@@ -111,32 +111,28 @@ class SignalContext:
             KeyError: no such signal.
             SignalUnavailable: the signal cannot be computed on this trace (or failed).
         """
-        if name in self._values:
-            return self._values[name]
-        if name in self._errors:
-            raise SignalUnavailable(self._errors[name])
-        sig = SIGNALS[name]
+        if name not in self._values and name not in self._errors and name not in SIGNALS:
+            raise KeyError(name)
+        return self.memo(name, lambda: self._compute(name))
+
+    def _compute(self, name: str) -> Any:
+        """Run signal ``name``'s function; an unexpected exception becomes
+        :class:`SignalUnavailable` with the reason :meth:`get` documents."""
         try:
-            value = sig.func(self)
-        except SignalUnavailable as exc:
-            self._errors[name] = str(exc)
-            raise
-        except MemoryError:
+            return SIGNALS[name].func(self)
+        except (SignalUnavailable, MemoryError):
             raise
         except Exception as exc:  # never lose the whole analysis to one signal
             detail = " ".join(str(exc).split())[:200]
-            self._errors[name] = f"internal error in signal {name}: {type(exc).__name__}" + (
-                f": {detail}" if detail else ""
-            )
-            raise SignalUnavailable(self._errors[name]) from None
-        self._values[name] = value
-        return value
+            reason = f"internal error in signal {name}: {type(exc).__name__}" + (f": {detail}" if detail else "")
+            raise SignalUnavailable(reason) from None
 
     def memo(self, key: str, compute: Callable[[], Any]) -> Any:
-        """``compute()`` once per context, kept beside the signal values: a value (or the
-        :class:`SignalUnavailable` it raised) is exported and seeded with them
-        (:meth:`export`, :meth:`seed`), so a second analysis of the same trace by the same
-        code (:class:`tracedoc.cache.SignalStore`) reads it back instead of computing it. For
+        """``compute()`` once per context, kept beside the signal values (:meth:`get` computes
+        signals through it): a value (or the :class:`SignalUnavailable` it raised) is exported
+        and seeded with them (:meth:`export`, :meth:`seed`), so a second analysis of the same
+        trace by the same code (:class:`tracedoc.cache.SignalStore`) reads it back instead of
+        computing it. For
         results that, like signals, depend on the trace and tracedoc's signal code alone
         (``key`` names the question: the step model's replayed savings of named fixes).
 
