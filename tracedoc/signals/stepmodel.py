@@ -935,14 +935,12 @@ class _Walk:
         return row
 
 
-def _cached_replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Replay:
-    """The replay of ``what`` (cached). The unchanged replay is always traced: the critical-path
-    signals read its path on every GPU trace, and its windows are the same either way, so one
-    traced replay serves both (one replay fewer per analysis)."""
-    if what == BASELINE:
-        trace_path = True
-    key = f"stepmodel_replay_{what.key}_{trace_path}"
-    return ctx.cached(key, lambda: _replay(ctx, what, trace_path))
+def _cached_replay(ctx: SignalContext, what: WhatIf) -> _Replay:
+    """The replay of ``what`` (cached). The unchanged replay is the one traced (its critical
+    path is read): the critical-path signals read it on every GPU trace, and its windows are
+    the same either way, so one traced replay serves both; no other replay is traced."""
+    trace_path = what == BASELINE
+    return ctx.cached(f"stepmodel_replay_{what.key}", lambda: _replay(ctx, what, trace_path))
 
 
 def replay_steps_us(ctx: SignalContext, what: WhatIf = BASELINE) -> np.ndarray:
@@ -1115,7 +1113,7 @@ def critical_path_ms(ctx: SignalContext) -> dict[str, float]:
     Raises:
         SignalUnavailable: a CPU-only trace, or no complete step with launches.
     """
-    r = _cached_replay(ctx, BASELINE, trace_path=True)
+    r = _cached_replay(ctx, BASELINE)
     m = complete_mask(ctx) & ~np.isnan(r.end)
     if not m.any():
         raise SignalUnavailable("no complete step has GPU work launched from its CPU span")
