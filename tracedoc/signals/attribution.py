@@ -73,10 +73,7 @@ def _match(ctx: SignalContext, frame: str, table: str) -> np.ndarray:
 
 
 def _runtime_ops_frame(op_name: np.ndarray, op_pos: np.ndarray, eligible: np.ndarray, index: pd.Index) -> pd.DataFrame:
-    # ``op`` stays an object column (pandas would convert it to its Arrow-backed str dtype)
-    return pd.DataFrame(
-        {"op": pd.Series(op_name, dtype=object, index=index), "op_pos": op_pos, "eligible": eligible}, index=index
-    )
+    return pd.DataFrame({"op": texts(op_name, index), "op_pos": op_pos, "eligible": eligible}, index=index)
 
 
 def runtime_ops(ctx: SignalContext) -> pd.DataFrame:

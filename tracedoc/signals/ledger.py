@@ -158,7 +158,7 @@ from tracedoc.signals.steps import (
     profiler_step_mask,
     step_windows,
 )
-from tracedoc.signals.strings import cached_name_mask, frame_threads, on_threads
+from tracedoc.signals.strings import cached_name_mask, frame_threads, on_threads, texts
 
 #: Launch calls by name (the runtime-call classes of :mod:`tracedoc.load.categories`): a
 #: kernel launch (first pattern), a memcpy or a memset call.
@@ -493,13 +493,13 @@ def dependency_waits(ctx: SignalContext) -> pd.DataFrame:
                 "rt_pos": pos,
                 "ts_us": w_ts,
                 "end_us": w_end,
-                "thread": pd.Series(w_thread, dtype=object),
+                "thread": texts(w_thread),
                 "device": dev,
                 "stream": stream,
-                "stream_source": pd.Series(source, dtype=object),
+                "stream_source": texts(source),
                 "dependent": dependent,
                 "producer": producer,
-                "producer_source": pd.Series(producer_source, dtype=object),
+                "producer_source": texts(producer_source),
             }
         )
 

@@ -29,7 +29,7 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import paint, per_window
-from tracedoc.signals.strings import cached_name_mask, frame_names, frame_threads
+from tracedoc.signals.strings import cached_name_mask, frame_names, frame_threads, texts
 
 BREAKDOWN_CATEGORIES = ("kernel", "communication", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
@@ -59,10 +59,9 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
                 parts.append(
                     pd.DataFrame(
                         {
-                            # object columns, as in the trace's frames: pandas would otherwise infer its
-                            # Arrow-backed str dtype, and every filter and to_numpy() below would convert
-                            "kind": pd.Series(np.full(len(df), kind, dtype=object), dtype=object),
-                            "name": pd.Series(df["name"].to_numpy(dtype=object), dtype=object),
+                            # object columns, as in the trace's frames (texts())
+                            "kind": texts(np.full(len(df), kind, dtype=object)),
+                            "name": texts(df["name"].to_numpy(dtype=object)),
                             "device": df["device"].to_numpy(),
                             "stream": df["stream"].to_numpy(),
                             "ts_us": df["ts_us"].to_numpy(),
@@ -95,14 +94,14 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
         kcodes, knames = frame_names(ctx, "kernels")
         comm = np.zeros(len(g), dtype=bool)
         if len(kcodes):
-            comm[: len(kcodes)] = comm_kernel_mask(pd.Series(knames, dtype=object))[kcodes]
+            comm[: len(kcodes)] = comm_kernel_mask(texts(knames))[kcodes]
         g["comm"] = comm
         g["rt_pos"] = pos
         if len(rt):
             g["launch_ts_us"] = np.where(linked, rt["ts_us"].to_numpy(dtype=float)[safe], np.nan)
             g["launch_end_us"] = np.where(linked, rt["end_us"].to_numpy(dtype=float)[safe], np.nan)
             codes, labels = frame_threads(ctx, "runtime")
-            g["launch_thread"] = pd.Series(np.where(linked, labels[codes[safe]], None), dtype=object, index=g.index)
+            g["launch_thread"] = texts(np.where(linked, labels[codes[safe]], None), g.index)
         else:
             g["launch_ts_us"] = np.nan
             g["launch_end_us"] = np.nan
