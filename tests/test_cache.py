@@ -183,3 +183,14 @@ def test_a_damaged_or_foreign_signal_store_is_ignored_and_rewritten(trace_copy, 
         again = analyze_trace(t, signal_store=cache.signals(trace_copy)).to_dict()
         assert again["signals"] == ref["signals"] and again["idle_ledger"] == ref["idle_ledger"]
         assert store.get() is not None  # rewritten
+
+
+def test_stored_signal_values_follow_all_of_the_code(trace_copy, cache, monkeypatch):
+    # the signals read tracedoc/perf (peak table, op cost models) too: the stamp hashes the
+    # whole package, so a change there is never served stale values
+    import tracedoc.cache as cache_mod
+
+    analyze_trace(cache.load(trace_copy, lambda: load(trace_copy)), signal_store=cache.signals(trace_copy))
+    assert cache.signals(trace_copy).get() is not None
+    monkeypatch.setattr(cache_mod, "package_code_hash", lambda: "other code")
+    assert cache.signals(trace_copy).get() is None

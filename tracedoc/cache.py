@@ -575,16 +575,41 @@ class FrameCache:
         return n
 
 
+def _read_doc(path: Path) -> Any:
+    """The JSON document of a store file (:class:`SignalStore`, :class:`ReportStore`), read as a
+    regular file of at most :data:`MAX_DOC_BYTES`; None when it is missing, not such a file, or
+    not JSON."""
+    import orjson
+
+    try:
+        return orjson.loads(read_regular(path, MAX_DOC_BYTES))
+    except (OSError, ValueError):  # orjson.JSONDecodeError is a ValueError
+        return None
+
+
+def _write_doc(entry: Path, name: str, data: bytes) -> bool:
+    """Write a store file ``entry / name`` atomically (a temporary file of this process, then
+    a rename); False when it cannot be written."""
+    try:
+        tmp = entry / f"{name}.tmp{os.getpid()}"
+        tmp.write_bytes(data)
+        os.replace(tmp, entry / name)
+    except OSError:
+        return False
+    return True
+
+
 @functools.lru_cache(maxsize=1)
-def signal_code_hash() -> str:
-    """A hash of what computes signals: tracedoc's version and every file of
-    ``tracedoc/signals`` (code and pattern tables). Stored signal values are used only
-    under the same hash, so a change to any signal invalidates them."""
+def package_code_hash() -> str:
+    """A hash of all of tracedoc's code: its version and every ``.py`` and ``.toml`` file of
+    the package (signals, the peak table and cost models they read, rules, engine, report model).
+    Stored signal values and reports are used only under the same hash: any change to what
+    makes them invalidates them."""
     h = hashlib.blake2b(__version__.encode(), digest_size=16)
-    root = Path(__file__).parent / "signals"
-    for f in sorted(root.glob("*")):
-        if f.suffix in (".py", ".toml"):
-            h.update(f.name.encode())
+    root = Path(__file__).parent
+    for f in sorted(root.rglob("*")):
+        if f.suffix in (".py", ".toml") and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(root)).encode())
             h.update(f.read_bytes())
     return h.hexdigest()
 
@@ -595,7 +620,9 @@ class SignalStore:
     A second ``analyze`` of the same trace, with other rules, selections or floors,
     seeds the analysis with these values instead of computing them again from the
     frames. The file carries the trace's cache key, its content digest and
-    :func:`signal_code_hash`; a file whose stamp differs, or that does not parse, is
+    :func:`package_code_hash` (the signals read the peak table and the op cost models of
+    ``tracedoc/perf`` too, so a hash of ``tracedoc/signals`` alone missed changes to them); a
+    file whose stamp differs, or that does not parse, is
     ignored (and rewritten), never trusted. It is written only into an entry this cache
     wrote (:func:`is_entry`). Only values that survive a JSON round trip unchanged are
     stored (no NaN).
@@ -606,16 +633,11 @@ class SignalStore:
     def __init__(self, cache: FrameCache, key: dict[str, Any], content: str) -> None:
         self.entry = cache.entry_dir(key)
         self.path = self.entry / self.NAME
-        self.stamp = {"key": key, "content": content, "code": signal_code_hash()}
+        self.stamp = {"key": key, "content": content, "code": package_code_hash()}
 
     def get(self) -> dict[str, Any] | None:
         """``{"values", "errors", "idle_ledger"}`` when a current file exists, else None."""
-        import orjson
-
-        try:
-            doc = orjson.loads(read_regular(self.path, MAX_DOC_BYTES))
-        except (OSError, ValueError):
-            return None
+        doc = _read_doc(self.path)
         if not isinstance(doc, dict) or doc.get("stamp") != self.stamp:
             return None
         if not all(isinstance(doc.get(k), dict) for k in ("values", "errors", "idle_ledger")):
@@ -637,27 +659,7 @@ class SignalStore:
         doc = {"stamp": self.stamp, "values": kept, "errors": dict(errors), "idle_ledger": idle_ledger}
         if not round_trips(idle_ledger) or not is_entry(self.entry):
             return False
-        try:
-            tmp = self.entry / f"{self.NAME}.tmp{os.getpid()}"
-            tmp.write_bytes(orjson.dumps(doc))
-            os.replace(tmp, self.path)
-        except OSError:
-            return False
-        return True
-
-
-@functools.lru_cache(maxsize=1)
-def package_code_hash() -> str:
-    """A hash of all of tracedoc's code: its version and every ``.py`` and ``.toml`` file of
-    the package (signals, rules, engine, report model). A stored report is used only under the
-    same hash: any change to what makes a report invalidates it."""
-    h = hashlib.blake2b(__version__.encode(), digest_size=16)
-    root = Path(__file__).parent
-    for f in sorted(root.rglob("*")):
-        if f.suffix in (".py", ".toml") and "__pycache__" not in f.parts:
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
+        return _write_doc(self.entry, self.NAME, orjson.dumps(doc))
 
 
 #: The distributions whose versions a stored report's stamp holds: the interpreter aside, those
@@ -753,12 +755,7 @@ class ReportStore:
         """The stored report (the dict of ``Report.to_dict``), or None when there is none for
         this stamp or the trace's bytes changed. Its ``trace["path"]`` is ``path`` as given
         now (another spelling of the same real path shares the entry)."""
-        import orjson
-
-        try:
-            doc = orjson.loads(read_regular(self.path, MAX_DOC_BYTES))
-        except (OSError, ValueError):
-            return None
+        doc = _read_doc(self.path)
         if not isinstance(doc, dict) or not isinstance(doc.get("report"), dict):
             return None
         stamp, report = doc.get("stamp"), doc["report"]
@@ -788,13 +785,7 @@ class ReportStore:
             data = orjson.dumps({"stamp": {**self.stamp, "content": loaded[1]}, "report": report})
         except (TypeError, orjson.JSONEncodeError):
             return False
-        try:
-            tmp = self.entry / f"{self.NAME}.tmp{os.getpid()}"
-            tmp.write_bytes(data)
-            os.replace(tmp, self.path)
-        except OSError:
-            return False
-        return True
+        return _write_doc(self.entry, self.NAME, data)
 
 
 def default_cache(
