@@ -15,13 +15,14 @@ temporaries go back to the system when freed was measured too and left out: at 1
 the peak by 7-9% and cost 13-17% more time (page faults on fresh pages for every large
 temporary).
 
-The function is a no-op that returns False where the C library is not glibc (macOS, musl,
-Windows): nothing depends on it but the memory figures.
+Everything here is a no-op (False) where the C library is not glibc (macOS, musl, Windows):
+nothing depends on it but the memory figures.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 from functools import lru_cache
 
@@ -57,21 +58,14 @@ def release_free_memory() -> bool:
 
 
 def _rss_bytes() -> int | None:
-    """This process's resident set (bytes) from ``/proc/self/statm``; None without procfs."""
+    """This process's resident set (bytes) from ``/proc/self/statm`` (in pages); None without
+    procfs."""
     try:
         with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):  # no procfs; no os.sysconf
         return None
 
-
-_PAGE = 4096
-try:  # the page size statm counts in
-    import os as _os
-
-    _PAGE = _os.sysconf("SC_PAGE_SIZE")
-except (AttributeError, ValueError, OSError):
-    pass
 
 #: Growth of the resident set (bytes) after which :class:`GrowthTrim` releases the heap's free
 #: pages. Why 8 MiB: measured with ``tracedoc analyze --format json --no-cache`` (peak RSS of the
