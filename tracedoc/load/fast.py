@@ -1115,7 +1115,7 @@ def load_stream(
     """
     if workers is None:
         workers = hostfacts.cpu_cores()
-    parallel = workers >= 2 and sys.platform.startswith("linux") and hasattr(os, "fork")
+    parallel = workers >= 2 and sys.platform.startswith("linux")  # the worker is spawned, not forked
     worker: _Worker | None = None
     results: list = []
     pending = -1
