@@ -350,3 +350,29 @@ def test_h100_compile_trial_is_flagged_as_measured_cold():
     knob = knobs.KNOB_TABLE["num_workers"]
     dev = {"type": "cuda"}
     assert knobs.propose_value(knob, 0, dev, 16, False, suggested=knobs.suggested_value("num_workers", evidence)) == 4
+
+
+H100_RUN_2 = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_runs" / "h100_fixloop_2" / "summary.json"
+
+
+def test_second_h100_run_keeps_the_workers_it_measured():
+    """The second H100 run (fixtures/gpu_runs/h100_fixloop_2): the workers search started at the
+    TD101 suggestion (0 -> 4) and kept it. The decision is recomputed here from the recorded A/B
+    rounds by hand: the five paired ratios B/A, their median, and the sign-test interval of
+    order statistics (1, 5), whose confidence is 1 - 2 * 0.5**5 = 0.9375."""
+    from tracedoc.fixloop.noise import decide
+
+    trial = json.loads(H100_RUN_2.read_text())["trials"][1]
+    assert (trial["knob"], trial["old_value"], trial["new_value"]) == ("num_workers", 0, 4)
+    a = trial["ab"]["incumbent"]["samples_per_s"]
+    b = trial["ab"]["candidate"]["samples_per_s"]
+    ratios = sorted(y / x for x, y in zip(a, b, strict=True))
+    assert len(ratios) == 5
+    # by hand: 1035.3/374.5, 1167.6/422.3, 1062.3/452.0, 986.3/366.8, 1120.5/416.1
+    assert [round(r, 3) for r in ratios] == [2.351, 2.689, 2.693, 2.765, 2.765]
+    d = decide(a, b)
+    assert d.keep and d.verdict == "keep" and trial["status"] == "kept"
+    assert d.ratio_median == pytest.approx(ratios[2])
+    assert (d.ratio_low, d.ratio_high) == pytest.approx((ratios[0], ratios[4]))
+    assert d.confidence == pytest.approx(1 - 2 * 0.5**5)
+    assert trial["decision"]["ratio_median"] == pytest.approx(d.ratio_median)
