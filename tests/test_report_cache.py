@@ -241,3 +241,74 @@ def test_library_versions_import_nothing():
     code = "import sys; from tracedoc.cache import library_versions as v; d = v(); print(d['numpy'], 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0].count(".") >= 1 and out[1] == "False"
+
+
+def _parts(trace, cdir) -> dict[str, str]:
+    """``tracedoc cache info TRACE``'s part lines as ``{part: status}``."""
+    r = runner.invoke(app, ["cache", "info", str(trace), "--cache-dir", str(cdir)])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    at = lines.index(f"{trace}:")
+    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in lines[at + 1 :])}
+
+
+def test_cache_info_says_what_an_unchanged_analyze_would_read(setup, monkeypatch):
+    trace, cdir = setup
+    assert _parts(trace, cdir) == {"frames": "none stored"}
+    _run(trace, cdir, "-f", "json")
+    parts = _parts(trace, cdir)
+    assert parts["frames"] == "current" and parts["report"] == "current"
+    assert parts["signals"].startswith("current (") and parts["signals"].endswith(" values)")
+    # and "current" is what the next plain run does: it reads the report, loading nothing
+    calls = _loads(monkeypatch)
+    _run(trace, cdir, "-f", "json")
+    assert calls == []
+    # another selection replaces the stored report: the plain run's would not be read now
+    _run(trace, cdir, "-f", "json", "--select", "TD101")
+    assert _parts(trace, cdir)["report"] == "stored for other settings or rule files"
+
+
+def test_cache_info_checks_against_the_settings_analyze_uses(setup, monkeypatch):
+    """``default_settings`` must be the settings a plain ``analyze`` resolves, floors included,
+    or ``cache info`` would call a stored report stale that the run reads (the CLI passes its
+    option defaults, 0.05 ms and 1%, not None)."""
+    from tracedoc.cli.analyze import default_settings
+
+    trace, cdir = setup
+    seen = []
+    real = FrameCache.reports
+    monkeypatch.setattr(FrameCache, "reports", lambda self, p, s: seen.append(s) or real(self, p, s))
+    _run(trace, cdir, "-f", "json")
+    assert len(seen) == 1 and repr(seen[0]) == repr(default_settings(str(trace)))
+    assert seen[0].min_saving_ms == 0.05 and seen[0].min_saving_share == 0.01
+
+
+def test_cache_info_names_the_part_of_a_stamp_that_differs(setup, monkeypatch):
+    trace, cdir = setup
+    _run(trace, cdir, "-f", "json")
+    (doc_path,) = (cdir / "v3").rglob(ReportStore.NAME)
+    doc = json.loads(doc_path.read_text())
+    now = doc["stamp"]["libraries"]["numpy"]
+    doc["stamp"]["libraries"]["numpy"] = "9.9\x1b]0;owned\x07"  # a hostile cache file
+    doc_path.write_text(json.dumps(doc))
+    r = runner.invoke(app, ["cache", "info", str(trace), "--cache-dir", str(cdir)])
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert f"report:  stored for other library versions: numpy 9.9\\x1b]0;owned\\x07 (now {now})" in r.stdout
+    doc["stamp"]["libraries"]["numpy"] = now
+    doc["stamp"]["code"] = "0" * 32
+    doc_path.write_text(json.dumps(doc))
+    assert _parts(trace, cdir)["report"].startswith("stored by other code")
+    doc_path.write_text("{not json")
+    assert _parts(trace, cdir)["report"] == "none stored"  # unreadable is as good as none
+    os.utime(trace, ns=(1, 1))
+    assert _parts(trace, cdir) == {"frames": "stale: mtime_ns changed since it was written"}
+    with open(trace, "ab") as fh:
+        fh.write(b"\0")
+    assert _parts(trace, cdir)["frames"] == "stale: mtime_ns, size changed since it was written"
+
+
+def test_cache_info_on_what_is_never_cached(setup, monkeypatch):
+    trace, cdir = setup
+    monkeypatch.setenv("TRACEDOC_CACHE_MIN_BYTES", str(trace.stat().st_size + 1))
+    assert _parts(trace, cdir) == {"frames": f"not cached: smaller than the cache's {trace.stat().st_size + 1:,} bytes"}
+    assert _parts("-", cdir) == {"frames": "not cached: not a local regular file"}

@@ -553,6 +553,67 @@ class FrameCache:
         return ReportStore(self, key, inputs)
 
     # -- maintenance -------------------------------------------------------------------------
+    def explain(self, path: str | os.PathLike[str], settings: Any) -> dict[str, str]:
+        """What this cache holds for the trace at ``path`` and whether ``analyze`` under
+        ``settings`` (a :class:`tracedoc.settings.Settings`) would use it now, part by part: a
+        dict ``{"frames": ..., "signals": ..., "report": ...}`` of one-line reasons (a part
+        absent when the frames are not there to check it against). ``"current"`` means the part
+        would be read. A stamp that differs names what differs (the code, the interpreter's or
+        a library's version, the settings or rule files, the trace's bytes), so a warm run that
+        analysed again can be told apart from one that read the stored report. Reads the file
+        once to hash it (the check a run makes), when an entry exists. Never raises for a bad
+        entry: a file that does not parse is reported as such.
+        """
+        p = str(path)
+        key = self.key(p)
+        if key is None:
+            why = "not a local regular file" if p == "-" or "://" in p or not os.path.isfile(p) else None
+            if why is None:
+                why = f"smaller than the cache's {self.min_bytes:,} bytes"
+            return {"frames": f"not cached: {why}"}
+        entry = self.entry_dir(key)
+        manifest = _read_doc(entry / MANIFEST)
+        if manifest is None:
+            return {"frames": "none stored"}
+        if not isinstance(manifest, dict) or not is_entry(entry):
+            return {"frames": "unreadable entry (it will be rebuilt)"}
+        old = manifest.get("key")
+        if old != key:
+            fields = sorted(k for k in key if not isinstance(old, dict) or old.get(k) != key[k])
+            return {"frames": f"stale: {', '.join(fields)} changed since it was written"}
+        try:
+            content = self.content(p)
+        except (OSError, ValueError) as exc:
+            return {"frames": f"cannot read the trace: {exc}"}
+        if manifest.get("content") != content:
+            return {"frames": "stale: the trace's bytes changed since it was written"}
+        out = {"frames": "current"}
+        doc = _read_doc(entry / SignalStore.NAME)
+        stamp = doc.get("stamp") if isinstance(doc, dict) else None
+        if doc is None:
+            out["signals"] = "none stored"
+        elif not isinstance(stamp, dict):
+            out["signals"] = "unreadable (it will be rewritten)"
+        elif stamp.get("code") != package_code_hash():
+            out["signals"] = "stored by other code (another tracedoc version or a changed file)"
+        elif stamp.get("key") != key or stamp.get("content") != content:
+            out["signals"] = "stored for other bytes of the trace"
+        else:
+            n = len(doc["values"]) if isinstance(doc.get("values"), dict) else 0
+            out["signals"] = f"current ({n} values)"
+        store = self.reports(p, settings)
+        doc = _read_doc(entry / ReportStore.NAME)
+        stamp = doc.get("stamp") if isinstance(doc, dict) else None
+        if doc is None:
+            out["report"] = "none stored"
+        elif store is None:
+            out["report"] = "not used: the rule files cannot be hashed"
+        elif not isinstance(stamp, dict) or not isinstance(doc.get("report"), dict):
+            out["report"] = "unreadable (it will be rewritten)"
+        else:
+            out["report"] = _stamp_difference(stamp, {**store.stamp, "content": content})
+        return out
+
     def info(self) -> CacheInfo:
         """Entries this cache wrote (:func:`is_entry`) and their bytes on disk."""
         entries, size = 0, 0
@@ -573,6 +634,28 @@ class FrameCache:
         except OSError:
             pass
         return n
+
+
+def _stamp_difference(stored: dict[str, Any], now: dict[str, Any]) -> str:
+    """``"current"``, or which part of a :class:`ReportStore` stamp differs from ``now``'s (the
+    first that does, in the order the stamp is described), in one line."""
+    if stored.get("key") != now["key"]:
+        return "stored for another version of the file"
+    if stored.get("code") != now["code"]:
+        return "stored by other code (another tracedoc version or a changed file)"
+    libs, was = now["libraries"], stored.get("libraries")
+    if was != libs:
+        if not isinstance(was, dict):
+            return "stored for other library versions"
+        changed = [
+            f"{k} {was.get(k)} (now {libs.get(k)})" for k in sorted(set(libs) | set(was)) if was.get(k) != libs.get(k)
+        ]
+        return "stored for other library versions: " + ", ".join(changed)
+    if stored.get("inputs") != now["inputs"]:
+        return "stored for other settings or rule files"
+    if stored.get("content") != now["content"]:
+        return "stored for other bytes of the trace"
+    return "current"
 
 
 def _read_doc(path: Path) -> Any:

@@ -211,6 +211,27 @@ def _settings(trace: str, **options: Any) -> Any:
     return Settings.resolve(trace, **options)
 
 
+def default_settings(trace: str) -> Any:
+    """The :class:`~tracedoc.settings.Settings` ``tracedoc analyze TRACE`` uses when given no
+    option (the floors at their option defaults, ``[tool.tracedoc]`` and ``TRACEDOC_*`` read
+    as for any run): what ``tracedoc cache info TRACE`` checks a stored report against.
+
+    Raises:
+        tracedoc.config.ConfigError: a malformed ``[tool.tracedoc]`` table.
+    """
+    return _settings(
+        trace,
+        select=None,
+        ignore=None,
+        rule_paths=(),
+        fail_on=None,
+        strict=False,
+        min_saving_ms=MIN_SAVING_MS.default,
+        min_saving_share=MIN_SAVING_SHARE.default,
+        max_trace_bytes=None,
+    )
+
+
 def _analyze_one(path: str, settings: Any, cache: Any, progress: Optional[Callable[[str], None]]) -> Any:
     """Load one trace (warning on stderr about impossible values dropped) and analyze it into
     its :class:`~tracedoc.report.model.Report`, which holds all any renderer needs (the

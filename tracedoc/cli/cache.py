@@ -14,15 +14,33 @@ app.add_typer(cache_app, name="cache")
 
 
 @cache_app.command("info")
-def cache_info(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder.")) -> None:
-    """Print the cache folder, its entries and their size."""
-    from tracedoc.cache import FrameCache
-    from tracedoc.errors import install_hint
+def cache_info(
+    trace: Optional[str] = typer.Argument(
+        None,
+        help="Also say what the cache holds for this trace (frames, signal values, report) and "
+        "whether `tracedoc analyze TRACE`, with no options, would read each, or why not.",
+    ),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder."),
+) -> None:
+    """Print the cache folder, its entries and their size; with a trace, what it holds for it."""
+    from tracedoc.cache import FrameCache, default_cache
+    from tracedoc.errors import display_path, install_hint, one_line
 
     i = FrameCache(_folder(cache_dir)).info()
-    print(f"{i.directory}: {i.entries} entr{'y' if i.entries == 1 else 'ies'}, {i.bytes / 1e6:,.1f} MB")
+    print(f"{display_path(i.directory)}: {i.entries} entr{'y' if i.entries == 1 else 'ies'}, {i.bytes / 1e6:,.1f} MB")
     if not i.available:
         print(f"pyarrow is not installed: nothing is cached ({install_hint('cache')})")
+    if trace is None:
+        return
+    from tracedoc.cli.analyze import default_settings
+
+    with funnel(trace, "check what the cache holds for it", "checking what the cache holds for it"):
+        settings = default_settings(trace)
+        cache = default_cache(cache_dir, env=settings.env)  # the cache `analyze` would use
+        parts = cache.explain(trace, settings) if cache is not None else {"frames": "not cached: no pyarrow"}
+    print(f"{display_path(trace)}:")
+    for part, status in parts.items():
+        print(f"  {part + ':':9s}{one_line(status)}")
 
 
 @cache_app.command("clear")
