@@ -1,4 +1,5 @@
-"""Progress for long loads: one transient status line on stderr.
+"""When to show progress for long loads (one transient status line on stderr, drawn by
+:func:`tracedoc.cli.common.progress_line`).
 
 Shown only when stderr is a terminal, the output is not JSON, and no ``CI``
 environment variable is set (CI logs are not terminals, but some runners fake one),
@@ -10,10 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 #: Inputs smaller than this load in well under a second: no progress line.
 MIN_BYTES = 32 << 20
@@ -45,26 +43,3 @@ def input_bytes(path: Path) -> int:
         return one(path)
     except OSError:
         return 0
-
-
-@contextmanager
-def progress_for(path: Path, json_output: bool, off: bool = False) -> Iterator[Callable[[str], None] | None]:
-    """Yield a ``progress(message)`` callback that updates a transient stderr status line,
-    or ``None`` when no display is wanted (see the module docstring; ``off``: never)."""
-    if not wanted(json_output, off=off) or input_bytes(path) < MIN_BYTES:
-        yield None
-        return
-    from rich.console import Console
-    from rich.markup import escape
-
-    from tracedoc.errors import display_path
-
-    console = Console(stderr=True, highlight=False)
-    start = time.perf_counter()
-    name = escape(display_path(path.name))  # a file name's escape sequences are shown, not run
-    with console.status(f"{name}: starting", spinner="dots") as status:
-
-        def update(message: str) -> None:
-            status.update(f"{name}: {escape(display_path(message))} [dim]({time.perf_counter() - start:.1f} s)[/]")
-
-        yield update

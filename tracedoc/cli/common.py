@@ -228,9 +228,8 @@ class Elapsed:
 
 @contextlib.contextmanager
 def progress_line(path: Path, json_output: bool, off: bool = False) -> Iterator[Optional[Callable[[str], None]]]:
-    """:func:`tracedoc.progress.progress_for` with a running clock: yield a ``progress(message)``
-    callback that updates a transient stderr status line whose elapsed time keeps counting
-    (:class:`Elapsed`), or None where no display is wanted (a pipe, JSON, CI, ``off``, a small
+    """Yield a ``progress(message)`` callback that updates a transient stderr status line whose
+    elapsed time keeps counting (:class:`Elapsed`), or None where no display is wanted (a pipe, JSON, CI, ``off``, a small
     input: :func:`tracedoc.progress.wanted`). File names and messages are made printable
     (:func:`tracedoc.errors.display_path`) and shown as text, never as markup."""
     from tracedoc.progress import MIN_BYTES, input_bytes, wanted
