@@ -1,9 +1,11 @@
 """The interval painter, the ledger's queued-segment labels and the frames that are no longer
 copied (issue 24: the same results in less memory).
 
-``paint`` is checked against a brute-force reference written from its docstring: each
-elementary segment of the sorted distinct clipped bounds belongs to the first layer whose
-``[start, end)`` contains it, or to ``len(layers)``.
+``paint`` is checked against a brute-force reference written from its docstring: the bounds
+are those of each layer's union (its intervals sorted, empty ones dropped, overlapping or
+touching ones joined), clipped to the span; each elementary segment of the sorted distinct
+bounds belongs to the first layer one of whose joined spans contains it (the layer covers
+every point of it), or to ``len(layers)``.
 """
 
 from __future__ import annotations
@@ -22,16 +24,26 @@ from tracedoc.signals.steps import gpu_events, primary_gpu_events
 from tracedoc.signals.tensor_core import window_kernels
 
 
+def _union(a, b):
+    out = []
+    for x, y in sorted((x, y) for x, y in zip(a, b, strict=True) if y > x):
+        if out and x <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], y)
+        else:
+            out.append([x, y])
+    return out
+
+
 def _reference(layers, lo, hi, extra):
     bounds = {lo, hi} | {min(max(x, lo), hi) for arr in extra for x in arr}
     for a, b in layers:
-        bounds |= {min(max(x, lo), hi) for x in list(a) + list(b)}
+        bounds |= {min(max(x, lo), hi) for span in _union(a, b) for x in span}
     grid = sorted(bounds)
     out = []
     for s, e in zip(grid[:-1], grid[1:], strict=True):
         owner = len(layers)
         for k, (a, b) in enumerate(layers):
-            if any(min(max(x, lo), hi) <= s and e <= min(max(y, lo), hi) for x, y in zip(a, b, strict=True)):
+            if any(min(max(x, lo), hi) <= s and e <= min(max(y, lo), hi) for x, y in _union(a, b)):
                 owner = k
                 break
         out.append(owner)
@@ -55,6 +67,15 @@ def test_paint_matches_brute_force(layers, extra):
     assert assigned.tolist() == ref_assigned
     assert grid.dtype == np.float64
     assert assigned.dtype.itemsize == 1  # five layers fit one byte (the held result, issue 24)
+
+
+def test_paint_cuts_a_layer_only_at_the_bounds_of_its_union():
+    # nested and touching intervals of one layer (a CPU op and its children) make no bounds
+    # inside their union; the other layer's bounds still cut it
+    outer = (np.array([0.0, 1.0, 2.0, 6.0, 9.0]), np.array([6.0, 2.0, 3.0, 8.0, 9.0]))  # [0,8), an empty one
+    grid, assigned = paint([(np.array([4.0]), np.array([5.0])), outer], 0.0, 10.0)
+    assert grid.tolist() == [0.0, 4.0, 5.0, 8.0, 10.0]
+    assert assigned.tolist() == [1, 0, 1, 2]
 
 
 def test_paint_int_inputs_and_empty_layers():

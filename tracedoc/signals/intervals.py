@@ -6,6 +6,8 @@ to traces of millions of events.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -107,12 +109,22 @@ def paint(
         ``len(layers)`` when none does (the smallest integer type that holds ``len(layers)``).
         Vectorised: O(n log n) for the grid, then O(n_k log m) per layer.
 
+    Each layer is painted as the union of its intervals (:func:`_union`): a layer covers a
+    segment when any of its intervals does, so the bounds inside that union cut nothing the
+    layer's priority can see (every bound of another layer is still in the grid), and the
+    segments they would split get the same layer. Nested CPU ops are the common case: on a
+    1 M-event H100 training trace the CPU-work layer's 376,350 ops are 67,350 disjoint spans,
+    and the step breakdown's grid has 0.58 M bounds instead of 1.2 M (issue 24). The sums per
+    window can differ from painting every bound in the last bits (segments are added whole
+    rather than in pieces).
+
     Memory: every bound is clipped into one preallocated float64 buffer that is sorted in
     place, and each layer's bounds are found in the grid by binary search one layer at a
     time, so the transient is about 9 bytes per bound plus one layer's positions (issue 24:
     ``np.unique(..., return_inverse=True)`` over all bounds held the bounds, their clipped
     copies, the sort permutation and the inverse, about 40 bytes per bound).
     """
+    layers = [_union(a, b) for a, b in layers]
     extra = [np.asarray(arr, dtype=np.float64) for arr in extra_bounds or []]
     n = 2 + sum(a.size for a in extra) + sum(2 * np.asarray(a).size for a, _ in layers)
     buf = np.empty(n, dtype=np.float64)
@@ -142,6 +154,21 @@ def paint(
         ends = np.searchsorted(grid, np.clip(np.asarray(b, dtype=np.float64), lo, hi))
         assigned[_covered(starts, ends, m)] = k
     return grid, assigned
+
+
+def _union(starts: Any, ends: Any) -> tuple[np.ndarray, np.ndarray]:
+    """One :func:`paint` layer as float64 ``(starts, ends)`` covering the same points: its
+    :func:`merge` (sorted, disjoint, touching intervals joined, empty ones dropped). The arrays
+    are returned as given when that is what they are already (every interval non-empty, each
+    starting after the previous one ends), and when they hold a NaN (whose painting
+    :func:`paint` keeps as it was: a NaN bound sorts last)."""
+    a = np.asarray(starts, dtype=np.float64)
+    b = np.asarray(ends, dtype=np.float64)
+    if np.isnan(a).any() or np.isnan(b).any():
+        return a, b
+    if (b > a).all() and (a[1:] > b[:-1]).all():
+        return a, b
+    return merge(a, b)
 
 
 def per_window(
