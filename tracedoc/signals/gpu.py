@@ -171,8 +171,11 @@ def _categorised_kernels(ctx: SignalContext) -> tuple[pd.DataFrame, int]:
         comm = comm_kernel_mask(names)
         tc = ko["tensor_core"].to_numpy(dtype=bool)[keep] & ~comm
         elig = ko["eligible"].to_numpy(dtype=bool)[keep] & ~comm & ~tc
-        c = KERNEL_CATEGORIES
-        cat = np.where(comm, c[0], np.where(tc, c[1], np.where(elig, c[2], c[3])))
+        # the category's index, then its text by indexing an object array: np.where over the
+        # texts themselves made fixed-width unicode arrays (116 bytes a kernel each, three of
+        # them at once: +44 to 77 MiB on 1 M small events, the analysis's peak; issue 24)
+        code = np.where(comm, 0, np.where(tc, 1, np.where(elig, 2, 3))).astype(np.int8)
+        cat = np.array(KERNEL_CATEGORIES, dtype=object)[code]
         dur = ko["dur_us"].to_numpy(dtype=float)[keep]
         return pd.DataFrame({"name": names, "dur_us": dur, "category": texts(cat, idx)}, index=idx), n
 
