@@ -122,3 +122,35 @@ def test_window_kernels_is_a_copy_only_when_it_filters(tmp_path):
     wk = window_kernels(ctx)
     assert wk is not kernel_ops(ctx)
     assert len(wk) == 3 and set(wk["device"]) == {0}  # the other device and the late kernel left out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_layer, min_size=1, max_size=4),
+    st.lists(st.tuples(_times, st.integers(min_value=0, max_value=9).map(float)), max_size=6),
+    st.integers(min_value=1, max_value=5),
+)
+def test_per_window_in_chunks_sums_as_one_pass(layers, windows, chunk):
+    """Summed a few windows at a time, the figures are those of one pass over the whole grid,
+    to the last bit (each (window, label) adds the same segments in the same order), for any
+    chunk size, empty and touching windows included."""
+    import tracedoc.signals.intervals as iv
+
+    spans, t = [], -10.0
+    for gap, length in windows:  # sorted, disjoint windows
+        t += abs(gap) % 7
+        spans.append((t, t + length))
+        t += length
+    ws = np.array([a for a, _ in spans], dtype=float)
+    we = np.array([b for _, b in spans], dtype=float)
+    lo, hi = -10.0, max(60.0, t)
+    grid, assigned = paint(layers, lo, hi, [ws, we])
+    whole = iv._per_window_run(grid, assigned, len(layers) + 1, ws, we) if len(ws) else np.zeros((0, len(layers) + 1))
+    old = iv.PER_WINDOW_CHUNK
+    try:
+        iv.PER_WINDOW_CHUNK = chunk
+        got = iv.per_window(grid, assigned, len(layers) + 1, ws, we)
+    finally:
+        iv.PER_WINDOW_CHUNK = old
+    assert got.shape == whole.shape
+    assert got.tobytes() == whole.tobytes()
