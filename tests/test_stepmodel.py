@@ -286,3 +286,15 @@ def test_overlapping_launch_calls_of_two_threads_count_their_shared_time_once(tm
     # the tail 160..300: the replayed step is the observed 300 (counting the overlap twice: 350)
     assert SM.replay_steps_us(c)[0] == pytest.approx(300)
     assert c.get("replay_error_ms") == pytest.approx(0.0, abs=1e-9)
+
+
+def test_gap_shares_in_chunks_are_the_shares_of_one_pass(monkeypatch):
+    """The critical path's per-anchor gap shares are elementwise, so measuring the anchors a
+    few at a time (to bound the temporaries, issue 24) gives the same floats, to the bit."""
+    ctx = SignalContext(load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None))
+    sch, order = SM._schedule(ctx), SM._anchor_order(ctx)
+    a, b = order.prev, order.prev + order.gap_obs
+    whole = SM._gap_shares(sch, a, b)
+    assert a.size > 1000 and whole.shape == (a.size, len(SM._GAP_CAUSES)) and whole.any()
+    monkeypatch.setattr(SM, "_SHARES_CHUNK", 7)
+    assert SM._gap_shares(sch, a, b).tobytes() == whole.tobytes()
