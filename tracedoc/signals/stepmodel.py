@@ -446,8 +446,8 @@ REPLAY_NAMES: tuple[str, ...] = (*FIXES, *(n for n in CPU_FIXES if n not in FIXE
 @dataclass
 class _Schedule:
     """The arrays of one trace's schedule (µs), built once per context. Classes and kinds are
-    int8, indices and step rows int32 (a trace of more than 2**31 GPU events or anchors is far
-    beyond the size limit); times are float64 (issue 24: 39.7 -> 30 MiB on 1 M small events)."""
+    int8, indices and step rows int32 (2**31 GPU events or anchors would be a trace of some
+    400 GB of JSON); times are float64 (issue 24: 39.7 -> 30 MiB on 1 M small events)."""
 
     a_ts: np.ndarray  # anchors, all steps, sorted by start
     a_end: np.ndarray
@@ -704,7 +704,7 @@ def _gap_shares(sch: _Schedule, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         s_acc, e_acc = merge(np.concatenate([s_acc, rs]), np.concatenate([e_acc, re_]))
         merged.append((s_acc, e_acc))
     # elementwise, so computed in chunks of intervals: covered_length's temporaries for every
-    # anchor at once were 40 MiB on 1 M small events, the peak of the traced replay (issue 24)
+    # anchor at once added 10 MiB to the traced replay's peak on 1 M small events (issue 24)
     for lo in range(0, a.size, _SHARES_CHUNK):
         ca, cb = a[lo : lo + _SHARES_CHUNK], b[lo : lo + _SHARES_CHUNK]
         length = np.maximum(cb - ca, 0.0)
