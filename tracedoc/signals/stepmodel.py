@@ -541,6 +541,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         cs, ce = w["cpu_start_us"].to_numpy(), w["cpu_end_us"].to_numpy()
         k = np.searchsorted(cs, a_ts, side="right") - 1
         a_step = np.where((k >= 0) & (a_ts < ce[np.maximum(k, 0)]), k, -1).astype(np.int32)
+        del k  # the build's intermediates go as soon as they are used: it peaks at its end (issue 24)
         # the GPU events of each anchor (CSR by anchor order), and each event's observed latency
         anchor_of_rt = np.full(len(rt), -1, dtype=np.int64)
         anchor_of_rt[anchors] = np.arange(anchors.size)
@@ -553,6 +554,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         srt = np.lexsort((gs[rows], a_of))  # by anchor, then start
         rows, a_of = rows[srt], a_of[srt]
         ev_ptr = np.searchsorted(a_of, np.arange(anchors.size + 1), side="left").astype(np.int32)
+        del anchor_of_rt, rt_pos, a_of, srt
         stream = g_all["stream"].to_numpy().astype(np.int64) * 1024 + g_all["device"].to_numpy().astype(np.int64)
         lte = g_all["launch_end_us"].to_numpy(dtype=float)
         ws = w["start_us"].to_numpy()
@@ -565,10 +567,12 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             same = np.concatenate([[False], win[idx][1:] == win[idx][:-1]])
             pe = np.where(same, pe, ws[np.maximum(win[idx], 0)])
             prev_end[idx] = pe
+        del ordered, win
         dep = _producers(ctx, g_all, on_dev)
         dep_end = np.where(dep >= 0, ge[np.maximum(dep, 0)], np.nan)
         lat = np.maximum(gs - np.fmax(np.fmax(lte, prev_end), dep_end), 0.0)
         lat = np.where(np.isnan(lat), 0.0, lat)
+        del prev_end, dep_end, lte
         tc_slow = np.zeros(len(g_all), dtype=bool)
         ko = kernel_ops(ctx)
         nk = len(ko)
@@ -584,6 +588,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             comm = np.zeros(len(g_all), dtype=bool)
             comm[is_kernel] = comm_kernel_mask(g_all["name"][is_kernel])
             ev_kind = np.where(comm, 1, ev_kind).astype(np.int8)
+        del kinds, is_kernel
         ops = t.ops
         ops_on = on_threads(ctx, "ops", threads) if len(ops) else np.zeros(0, dtype=bool)
         o_ts, o_end = ops["ts_us"].to_numpy(dtype=float), ops["end_us"].to_numpy(dtype=float)
@@ -623,6 +628,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             attention[ak.index.to_numpy()[replaced_by_fused_mask(ak)]] = True  # kernel rows come first in gpu_events
         except SignalUnavailable:
             pass
+        del r_ts, r_end
         others = list(regions.values())
         busy_s = np.concatenate([x[0] for x in others] + [a_ts])
         busy_e = np.concatenate([x[1] for x in others] + [a_end])
