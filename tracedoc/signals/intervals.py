@@ -53,8 +53,12 @@ def covered_mask(starts: np.ndarray, ends: np.ndarray, grid: np.ndarray) -> np.n
 def _covered(start_pos: np.ndarray, end_pos: np.ndarray, m: int) -> np.ndarray:
     # open intervals at segment j = #{start_pos <= j} - #{end_pos <= j}: one running sum of the
     # difference of the two counts (integers, so the same as two running sums subtracted)
-    delta = np.bincount(start_pos, minlength=m + 1) - np.bincount(end_pos, minlength=m + 1)
-    return np.cumsum(delta[: m - 1]) > 0
+    # in place: two int64 arrays of m + 1 live at once, not three (issue 24: a layer's m is the
+    # whole grid, 2 M bounds on 1 M small events)
+    delta = np.bincount(start_pos, minlength=m + 1)
+    delta -= np.bincount(end_pos, minlength=m + 1)
+    np.cumsum(delta, out=delta)
+    return delta[: max(m - 1, 0)] > 0
 
 
 def overlap_per_window(starts: np.ndarray, ends: np.ndarray, win_start: np.ndarray, win_end: np.ndarray) -> np.ndarray:
