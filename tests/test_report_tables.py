@@ -236,6 +236,9 @@ def test_rank_report_notebook_forms(job):
     job.print(Console(file=quiet, width=80, color_system=None), quiet=True)
     assert len(quiet.getvalue().strip().splitlines()) == 1
     html, md = job._repr_html_(), job._repr_markdown_()
+    from tracedoc.render import render
+
+    assert html == render(job, "fragment")  # the document imports no renderer: one registry
     assert "<script" not in html and "Cross-rank summary" in html
     assert md.startswith("# tracedoc multi-rank report")
     for f in job.findings:
@@ -312,6 +315,9 @@ def test_unrelated_traces_notebook_forms_and_plot(unrelated_dir):
     mt = tracedoc.analyze(unrelated_dir, jobs=1)
     assert repr(mt).startswith("<MultiTraceReport ") and "\n" not in repr(mt)
     html = mt._repr_html_()
+    from tracedoc.render import render
+
+    assert html == render(mt, "fragment")
     assert TIMESFORMER.name in html and "broken.json" in html
     assert mt._repr_markdown_()
     go = pytest.importorskip("plotly.graph_objects")

@@ -10,15 +10,16 @@ report     :class:`tracedoc.report.model.Report`                text, json, mark
                                                                 sarif, html, summary, fragment,
                                                                 figure
 ranks      the ranks of one job (:mod:`tracedoc.report.ranks`)  text, json, markdown, github,
-                                                                sarif, html, summary
+                                                                sarif, html, summary, fragment
 traces     unrelated traces (:mod:`tracedoc.report.ranks`)      text, json, markdown, github,
-                                                                sarif, summary
+                                                                sarif, summary, fragment
 comparison ``tracedoc diff`` (:mod:`tracedoc.report.comparison`) text, json, markdown
 fixloop    ``tracedoc fix-loop`` (:mod:`tracedoc.report.fixloop`)  text, json, markdown
 ========== ==================================================== ==================================
 
 ``text`` prints to a rich console and returns None; ``summary`` is the closing line;
-``fragment`` is the HTML a notebook shows for a Report (no plots); ``figure`` the step-time
+``fragment`` is the HTML a notebook shows for a Report or the reports of several traces (no
+plots); ``figure`` the step-time
 breakdown as a plotly figure. Every other format returns the whole output as one string,
 rendered before any file is opened, so a renderer that cannot run (``html`` without plotly)
 leaves no half-written file.
@@ -115,6 +116,12 @@ def _report_fragment(doc: Any, **_: Any) -> str:
     from tracedoc.render.html import findings_html
 
     return findings_html(doc)
+
+
+def _many_fragment(doc: Any, **_: Any) -> str:
+    from tracedoc.render.html import many_fragment
+
+    return many_fragment(doc, RENDERERS[("summary", kind_of(doc))](doc))
 
 
 def _report_figure(doc: Any, **_: Any) -> Any:
@@ -246,12 +253,14 @@ RENDERERS: dict[tuple[str, str], Callable[..., Any]] = {
     ("sarif", "ranks"): _ranks_sarif,
     ("html", "ranks"): _ranks_html,
     ("summary", "ranks"): _ranks_summary,
+    ("fragment", "ranks"): _many_fragment,
     ("text", "traces"): _traces_text,
     ("json", "traces"): _traces_json,
     ("markdown", "traces"): _traces_markdown,
     ("github", "traces"): _traces_github,
     ("sarif", "traces"): _traces_sarif,
     ("summary", "traces"): _traces_summary,
+    ("fragment", "traces"): _many_fragment,
     ("text", "comparison"): _comparison_text,
     ("json", "comparison"): _json,
     ("markdown", "comparison"): _comparison_markdown,

@@ -533,6 +533,25 @@ SCOPES = (
 )
 
 
+def many_fragment(doc: Any, summary: str) -> str:
+    """The HTML a notebook shows for the reports of several traces (a rank folder or unrelated
+    traces, :mod:`tracedoc.report.ranks`): ``summary`` (the closing line), the cross-rank
+    summary of a rank folder, the table of traces and each trace's findings. No plots, so no
+    plotly. ``doc`` has its strings visible already (:func:`tracedoc.render.render` gives it so);
+    each is escaped here for HTML."""
+    parts = [f"<p><b>{_e(summary.strip())}</b></p>"]
+    if doc.KIND == "ranks":
+        parts += cross_rank_parts(doc)
+    cols = ["label", "path", "step_time_ms", "n_findings", "top_code", "top_saving_ms", "error"]
+    table = doc.tables.ranks[cols]
+    parts.append(table.to_html(index=False, na_rep="", escape=True, float_format=lambda v: f"{v:,.2f}"))
+    for r in doc._entries():
+        if r.report is not None:
+            parts.append(f"<h2>{_e(r.label)}: <code>{_e(r.path)}</code></h2>")
+            parts += findings_parts(r.report)[1:]
+    return '<div class="tracedoc">' + "\n".join(parts) + "</div>"
+
+
 def cross_rank_parts(mr: Any) -> list[str]:
     """HTML fragments of the cross-rank summary, what the terminal, JSON and Markdown reports
     of a rank folder say (:mod:`tracedoc.render.ranks`): the median and slowest step time,

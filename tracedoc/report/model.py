@@ -554,24 +554,10 @@ class ManyTraceHooks:
 
     def _repr_html_(self) -> str:
         """The summary, the table of traces and each trace's findings as HTML for a notebook
-        (no plots, so no plotly needed)."""
+        (no plots, so no plotly needed): the ``fragment`` format of :func:`tracedoc.render.render`."""
         from tracedoc.render import render
-        from tracedoc.render.escape import document
-        from tracedoc.render.escape import html as _e
-        from tracedoc.render.html import cross_rank_parts, findings_parts
 
-        doc = document(self)  # every trace string visible (no control or bidi character)
-        parts = [f"<p><b>{_e(render(self, 'summary').strip())}</b></p>"]
-        if self.KIND == "ranks":
-            parts += cross_rank_parts(doc)
-        cols = ["label", "path", "step_time_ms", "n_findings", "top_code", "top_saving_ms", "error"]
-        table = doc.tables.ranks[cols]
-        parts.append(table.to_html(index=False, na_rep="", escape=True, float_format=lambda v: f"{v:,.2f}"))
-        for r in doc._entries():
-            if r.report is not None:
-                parts.append(f"<h2>{_e(r.label)}: <code>{_e(r.path)}</code></h2>")
-                parts += findings_parts(r.report)[1:]
-        return '<div class="tracedoc">' + "\n".join(parts) + "</div>"
+        return render(self, "fragment")
 
     @property
     def tables(self) -> Any:
