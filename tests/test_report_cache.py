@@ -312,3 +312,15 @@ def test_cache_info_on_what_is_never_cached(setup, monkeypatch):
     monkeypatch.setenv("TRACEDOC_CACHE_MIN_BYTES", str(trace.stat().st_size + 1))
     assert _parts(trace, cdir) == {"frames": f"not cached: smaller than the cache's {trace.stat().st_size + 1:,} bytes"}
     assert _parts("-", cdir) == {"frames": "not cached: not a local regular file"}
+
+
+def test_cache_info_knows_every_field_of_both_stamps(setup):
+    """``cache info`` says "current" only when no field it knows differs, so it must know
+    every field the stores stamp (a new one would otherwise read as current)."""
+    trace, cdir = setup
+    c = FrameCache(cdir, min_bytes=0)
+    key = c.key(trace)
+    known = {f for f, _ in cache_mod._STAMP_FIELDS}
+    settings = Settings.resolve(str(trace))
+    assert set(cache_mod.SignalStore(c, key, "x").stamp) <= known
+    assert set(c.reports(trace, settings).stamp) | {"content"} <= known

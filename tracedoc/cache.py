@@ -567,10 +567,9 @@ class FrameCache:
         p = str(path)
         key = self.key(p)
         if key is None:
-            why = "not a local regular file" if p == "-" or "://" in p or not os.path.isfile(p) else None
-            if why is None:
-                why = f"smaller than the cache's {self.min_bytes:,} bytes"
-            return {"frames": f"not cached: {why}"}
+            if p == "-" or "://" in p or not os.path.isfile(p):
+                return {"frames": "not cached: not a local regular file"}
+            return {"frames": f"not cached: smaller than the cache's {self.min_bytes:,} bytes"}
         entry = self.entry_dir(key)
         manifest = _read_doc(entry / MANIFEST)
         if manifest is None:
@@ -588,19 +587,18 @@ class FrameCache:
         if manifest.get("content") != content:
             return {"frames": "stale: the trace's bytes changed since it was written"}
         out = {"frames": "current"}
+        # each store's own stamp, as its get() compares it
         doc = _read_doc(entry / SignalStore.NAME)
         stamp = doc.get("stamp") if isinstance(doc, dict) else None
         if doc is None:
             out["signals"] = "none stored"
         elif not isinstance(stamp, dict):
             out["signals"] = "unreadable (it will be rewritten)"
-        elif stamp.get("code") != package_code_hash():
-            out["signals"] = "stored by other code (another tracedoc version or a changed file)"
-        elif stamp.get("key") != key or stamp.get("content") != content:
-            out["signals"] = "stored for other bytes of the trace"
         else:
-            n = len(doc["values"]) if isinstance(doc.get("values"), dict) else 0
-            out["signals"] = f"current ({n} values)"
+            out["signals"] = _stamp_difference(stamp, SignalStore(self, key, content).stamp)
+            if out["signals"] == "current":
+                n = len(doc["values"]) if isinstance(doc.get("values"), dict) else 0
+                out["signals"] = f"current ({n} values)"
         store = self.reports(p, settings)
         doc = _read_doc(entry / ReportStore.NAME)
         stamp = doc.get("stamp") if isinstance(doc, dict) else None
@@ -636,25 +634,32 @@ class FrameCache:
         return n
 
 
+#: What a differing field of a store's stamp means, in the order :func:`_stamp_difference` asks.
+_STAMP_FIELDS = (
+    ("key", "stored for another version of the file"),
+    ("code", "stored by other code (another tracedoc version or a changed file)"),
+    ("libraries", "stored for other library versions"),
+    ("inputs", "stored for other settings or rule files"),
+    ("content", "stored for other bytes of the trace"),
+)
+
+
 def _stamp_difference(stored: dict[str, Any], now: dict[str, Any]) -> str:
-    """``"current"``, or which part of a :class:`ReportStore` stamp differs from ``now``'s (the
-    first that does, in the order the stamp is described), in one line."""
-    if stored.get("key") != now["key"]:
-        return "stored for another version of the file"
-    if stored.get("code") != now["code"]:
-        return "stored by other code (another tracedoc version or a changed file)"
-    libs, was = now["libraries"], stored.get("libraries")
-    if was != libs:
-        if not isinstance(was, dict):
-            return "stored for other library versions"
-        changed = [
-            f"{k} {was.get(k)} (now {libs.get(k)})" for k in sorted(set(libs) | set(was)) if was.get(k) != libs.get(k)
-        ]
-        return "stored for other library versions: " + ", ".join(changed)
-    if stored.get("inputs") != now["inputs"]:
-        return "stored for other settings or rule files"
-    if stored.get("content") != now["content"]:
-        return "stored for other bytes of the trace"
+    """``"current"``, or which field of a store's stamp (:class:`SignalStore`,
+    :class:`ReportStore`; ``now`` is the stamp it would write) differs from ``stored``'s: the
+    first that does, in :data:`_STAMP_FIELDS` order, in one line; the libraries by name."""
+    for field, why in _STAMP_FIELDS:
+        if field not in now or stored.get(field) == now[field]:
+            continue
+        libs, was = now[field], stored.get(field)
+        if field == "libraries" and isinstance(was, dict):
+            changed = [
+                f"{k} {was.get(k)} (now {libs.get(k)})"
+                for k in sorted(set(libs) | set(was))
+                if was.get(k) != libs.get(k)
+            ]
+            return f"{why}: " + ", ".join(changed)
+        return why
     return "current"
 
 
