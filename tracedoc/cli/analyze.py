@@ -131,7 +131,7 @@ def analyze(
     if output is not None and not output.absolute().parent.is_dir():  # before a long analysis
         raise fail(f"{output}: cannot write (no such directory)")
     with funnel(label, "analyze", "analyzing"):
-        options = dict(
+        options = _options(
             select=split_selectors(select),
             ignore=split_selectors(ignore),
             rule_paths=rules or (),
@@ -211,6 +211,30 @@ def _settings(trace: str, **options: Any) -> Any:
     return Settings.resolve(trace, **options)
 
 
+def _options(
+    select: Optional[List[str]] = None,
+    ignore: Optional[List[str]] = None,
+    rule_paths: Any = (),
+    fail_on: Optional[str] = None,
+    strict: bool = False,
+    min_saving_ms: float = MIN_SAVING_MS.default,
+    min_saving_share: float = MIN_SAVING_SHARE.default,
+    max_trace_bytes: Optional[int] = None,
+) -> dict[str, Any]:
+    """The keywords ``analyze`` gives :func:`_settings` from its options; the defaults are
+    those of an ``analyze`` given none."""
+    return dict(
+        select=select,
+        ignore=ignore,
+        rule_paths=rule_paths,
+        fail_on=fail_on,
+        strict=strict,
+        min_saving_ms=min_saving_ms,
+        min_saving_share=min_saving_share,
+        max_trace_bytes=max_trace_bytes,
+    )
+
+
 def default_settings(trace: str) -> Any:
     """The :class:`~tracedoc.settings.Settings` ``tracedoc analyze TRACE`` uses when given no
     option (the floors at their option defaults, ``[tool.tracedoc]`` and ``TRACEDOC_*`` read
@@ -219,17 +243,7 @@ def default_settings(trace: str) -> Any:
     Raises:
         tracedoc.config.ConfigError: a malformed ``[tool.tracedoc]`` table.
     """
-    return _settings(
-        trace,
-        select=None,
-        ignore=None,
-        rule_paths=(),
-        fail_on=None,
-        strict=False,
-        min_saving_ms=MIN_SAVING_MS.default,
-        min_saving_share=MIN_SAVING_SHARE.default,
-        max_trace_bytes=None,
-    )
+    return _settings(trace, **_options())
 
 
 def _analyze_one(path: str, settings: Any, cache: Any, progress: Optional[Callable[[str], None]]) -> Any:
