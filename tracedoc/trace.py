@@ -238,12 +238,13 @@ def text_categorical(values: Any) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
 
 
-def _series(values: Any, dtype: str) -> pd.Series:
-    if dtype == "object":
-        return pd.Series(values, dtype=object)
+def _series(values: Any, dtype: str, consume: bool = False) -> pd.Series:
     if dtype == "category":
         return pd.Series(text_categorical(values))
-    return pd.Series(values, dtype=dtype)
+    # a consumed numpy array of the column's dtype that owns its memory becomes the column as it
+    # is: pandas 3 copies an array it is given by default (issue 24)
+    owned = consume and isinstance(values, np.ndarray) and values.flags.owndata and values.flags.writeable
+    return pd.Series(values, dtype=object if dtype == "object" else dtype, copy=not owned)
 
 
 def empty_frame(kind: str) -> pd.DataFrame:
@@ -252,13 +253,16 @@ def empty_frame(kind: str) -> pd.DataFrame:
     return pd.DataFrame({c: _series([], t) for c, t in frame_columns(kind)})
 
 
-def frame_from_columns(kind: str, cols: dict[str, list]) -> pd.DataFrame:
+def frame_from_columns(kind: str, cols: dict[str, list], consume: bool = False) -> pd.DataFrame:
     """Build the ``kind`` frame from column lists or arrays (all of equal length), coercing
-    dtypes; ``category`` columns take strings or None (:func:`text_categorical`).
+    dtypes; ``category`` columns take strings or None (:func:`text_categorical`). With
+    ``consume``, each column is removed from ``cols`` once converted, so a caller that holds no
+    other reference to it never holds the input and the frame in full at once.
 
     Raises:
         KeyError: ``cols`` lacks a column of the frame.
     """
     if not cols or not len(next(iter(cols.values()))):
         return empty_frame(kind)
-    return pd.DataFrame({c: _series(cols[c], t) for c, t in frame_columns(kind)})
+    take = cols.pop if consume else cols.__getitem__
+    return pd.DataFrame({c: _series(take(c), t, consume) for c, t in frame_columns(kind)}, copy=False)

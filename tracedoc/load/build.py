@@ -349,7 +349,8 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
     """Assemble frames (rebased to the trace start) and devices into a :class:`Trace`.
 
     ``sink`` is a :class:`ColumnSink` (column lists, reference loader) or a
-    :class:`tracedoc.load.fast.ArrayColumns` (numpy arrays, fast loader): same attributes.
+    :class:`tracedoc.load.fast.ArrayColumns` (numpy arrays, fast loader): same attributes. It is
+    consumed: its columns are emptied as the frames take them.
 
     Names longer than :data:`NAME_MAX_CHARS` are cut (:func:`cap_names`). Events with
     impossible values are dropped (:func:`drop_impossible`) and counted in
@@ -372,7 +373,12 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
         )
         raise TraceLoadError(path, f"trace has {what}")
     cap_names(c)
-    frames = {kind: frame_from_columns(kind, c[kind]) for kind in FRAME_COLUMNS}
+    frames = {}
+    for kind in FRAME_COLUMNS:
+        # each kind's columns are dropped from the sink once its frame holds them: the sink and
+        # every frame at once added one more copy of the events to the load's peak (issue 24)
+        frames[kind] = frame_from_columns(kind, c[kind], consume=True)
+        c[kind] = {}
     dropped: dict[str, int] = {}
     if getattr(sink, "unpaired_begin_end", 0):
         dropped[DROP_UNPAIRED_BEGIN_END] = sink.unpaired_begin_end
