@@ -19,7 +19,7 @@ import pandas as pd
 from tracedoc.signals.base import SignalContext
 from tracedoc.signals.catalog import compiled, patterns  # noqa: F401  (re-exported)
 from tracedoc.signals.intervals import merge
-from tracedoc.signals.strings import cached_name_mask, frame_threads, texts
+from tracedoc.signals.strings import cached_name_mask, frame_threads, owned_frame, texts
 
 #: How far back (in ops on the same thread) to look for the innermost enclosing op.
 MAX_NESTING_SCAN = 64
@@ -73,7 +73,7 @@ def _match(ctx: SignalContext, frame: str, table: str) -> np.ndarray:
 
 
 def _runtime_ops_frame(op_name: np.ndarray, op_pos: np.ndarray, eligible: np.ndarray, index: pd.Index) -> pd.DataFrame:
-    return pd.DataFrame({"op": texts(op_name, index), "op_pos": op_pos, "eligible": eligible}, index=index)
+    return owned_frame({"op": texts(op_name, index), "op_pos": op_pos, "eligible": eligible}, index=index)
 
 
 def runtime_ops(ctx: SignalContext) -> pd.DataFrame:

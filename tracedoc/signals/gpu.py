@@ -19,7 +19,7 @@ from tracedoc.signals.steps import (
     primary_gpu_events,
     step_windows,
 )
-from tracedoc.signals.strings import texts
+from tracedoc.signals.strings import owned_frame, texts
 
 
 def _require_kernels(ctx: SignalContext) -> None:
@@ -177,7 +177,7 @@ def _categorised_kernels(ctx: SignalContext) -> tuple[pd.DataFrame, int]:
         code = np.where(comm, 0, np.where(tc, 1, np.where(elig, 2, 3))).astype(np.int8)
         cat = np.array(KERNEL_CATEGORIES, dtype=object)[code]
         dur = ko["dur_us"].to_numpy(dtype=float)[keep]
-        return pd.DataFrame({"name": names, "dur_us": dur, "category": texts(cat, idx)}, index=idx), n
+        return owned_frame({"name": names, "dur_us": dur, "category": texts(cat, idx)}, index=idx), n
 
     return ctx.cached("categorised_kernels", build)
 

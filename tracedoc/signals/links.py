@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tracedoc.signals.strings import owned_frame
+
 
 def link_launches(
     gpu_corr: np.ndarray,
@@ -46,9 +48,9 @@ def link_launches(
     out = np.full(n, -1, dtype=np.int64)
     if n == 0 or len(rt_corr) == 0:
         return out
-    rt = pd.DataFrame({"corr": np.asarray(rt_corr, dtype=np.float64), "rt_pos": np.arange(len(rt_corr))})
+    rt = owned_frame({"corr": np.asarray(rt_corr, dtype=np.float64), "rt_pos": np.arange(len(rt_corr))})
     rt = rt[rt["corr"].notna()]
-    ev = pd.DataFrame({"corr": np.asarray(gpu_corr, dtype=np.float64), "ev_pos": np.arange(n)})
+    ev = owned_frame({"corr": np.asarray(gpu_corr, dtype=np.float64), "ev_pos": np.arange(n)})
     ev = ev[ev["corr"].notna()]
     if not len(rt) or not len(ev):
         return out

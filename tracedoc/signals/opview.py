@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
-from tracedoc.signals.strings import texts
+from tracedoc.signals.strings import owned_frame, texts
 
 #: Rows of each view (largest GPU time first).
 TOP_N = 15
@@ -80,7 +80,7 @@ def _op_calls(ctx: SignalContext) -> tuple[pd.DataFrame, pd.DataFrame, int]:
         ro = runtime_ops(ctx)["op_pos"].to_numpy()
         op_pos = np.where(rt_pos >= 0, ro[np.maximum(rt_pos, 0)] if len(ro) else -1, -1)
         keep = kernels_in_windows_mask(ctx)
-        out = pd.DataFrame(
+        out = owned_frame(
             {
                 "name": texts(ko["name"].to_numpy(dtype=object)[keep]),
                 "dur_us": ko["dur_us"].to_numpy(dtype=float)[keep],
@@ -134,7 +134,7 @@ def _groups(ctx: SignalContext) -> tuple[pd.DataFrame, pd.Series]:
         cols = {"name": texts(ops["name"].to_numpy(dtype=object)[pos], idx)}
         for c in SHAPE_COLUMNS:
             cols[c] = texts(ops[c].to_numpy(dtype=object)[pos] if c in ops.columns else [None] * len(pos), idx)
-        calls = pd.DataFrame(cols, index=idx).assign(
+        calls = owned_frame(cols, index=idx).assign(
             gpu_us=per_call["gpu_us"].to_numpy(), n_kernels=per_call["n_kernels"].to_numpy()
         )
         key = ["name", *SHAPE_COLUMNS]
