@@ -298,3 +298,28 @@ def test_gap_shares_in_chunks_are_the_shares_of_one_pass(monkeypatch):
     assert a.size > 1000 and whole.shape == (a.size, len(SM._GAP_CAUSES)) and whole.any()
     monkeypatch.setattr(SM, "_SHARES_CHUNK", 7)
     assert SM._gap_shares(sch, a, b).tobytes() == whole.tobytes()
+
+
+def test_walk_measures_each_window_s_shares_as_one_pass_would():
+    """The critical path's walk measures the gap shares of one window's anchors at a time, and
+    of a stray anchor of another window alone (issue 24): the same floats as every anchor in one
+    pass, to the bit, and so the same path."""
+    ctx = SignalContext(load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None))
+    sch, order = SM._schedule(ctx), SM._anchor_order(ctx)
+    whole = SM._gap_shares(sch, order.prev, order.prev + order.gap_obs)
+    rest = np.maximum(1.0 - whole.sum(axis=1), 0.0)
+    w = SM.step_windows(ctx)
+    walk = SM._Walk(sch, order, order.t_from, w["cpu_end_us"].to_numpy(), sch.ev_dur)
+    windows = 0
+    for k in range(len(w)):
+        sel = order.by_step[order.bounds[k] : order.bounds[k + 1]]
+        if not sel.size:
+            continue
+        windows += 1
+        shares, rests = walk._shares(sel)
+        assert bytes(shares) == whole[sel].tobytes() and bytes(rests) == rest[sel].tobytes()
+        assert [walk.slot[i] for i in sel] == list(range(sel.size))  # each anchor's row
+    assert windows > 5
+    one = int(order.by_step[order.bounds[3]])
+    shares, rests = walk._shares(np.array([one]))
+    assert bytes(shares) == whole[one].tobytes() and rests[0] == rest[one]

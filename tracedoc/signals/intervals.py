@@ -232,16 +232,26 @@ def _per_window_run(
     return out.reshape(len(win_start), n_labels)
 
 
-def covered_length(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def covered_before(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Covered length (µs) before each of the sorted, disjoint intervals ``[starts, ends)``:
+    shape ``(n + 1,)``, 0 first and the total last (the prefix sums :func:`covered_length` reads)."""
+    return np.concatenate([[0.0], np.cumsum(ends - starts)])
+
+
+def covered_length(
+    starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray, before: np.ndarray | None = None
+) -> np.ndarray:
     """Length (µs) of the sorted, disjoint intervals ``[starts, ends)`` (as :func:`merge`
     returns them) that falls inside each ``[a_i, b_i)``; vectorised over ``a`` and ``b``,
-    O((n + m) log n). Zero where ``b <= a``."""
+    O((n + m) log n), or O(m log n) given ``before`` (:func:`covered_before` of the same
+    intervals: a caller that asks about the same intervals many times computes it once).
+    Zero where ``b <= a``."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if not len(starts):
         return np.zeros(a.shape)
-    lengths = ends - starts
-    before = np.concatenate([[0.0], np.cumsum(lengths)])  # covered length before interval k
+    if before is None:
+        before = covered_before(starts, ends)
 
     def upto(x: np.ndarray) -> np.ndarray:  # covered length of (-inf, x)
         k = np.searchsorted(starts, x, side="right")  # intervals starting at or before x

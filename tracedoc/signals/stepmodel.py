@@ -155,7 +155,7 @@ import numpy as np
 from tracedoc.signals.attention import FUSED_ATTENTION_FACTOR  # re-exported: the fused_attention fallback
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.cpumodel import CPU_FIXES, cpu_model_error_ms, cpu_replay_saving_ms
-from tracedoc.signals.intervals import covered_length, merge, subtract
+from tracedoc.signals.intervals import covered_before, covered_length, merge, subtract
 from tracedoc.signals.steps import complete_mask, dataloader_mask, gpu_events, step_windows
 from tracedoc.signals.strings import on_threads
 
@@ -700,29 +700,42 @@ class _Replay:
     path_us: np.ndarray | None = None
 
 
+class _GapShares:
+    """``shares(a, b)``: per interval ``[a_i, b_i)``, the share inside start-up, dataloader,
+    zero_grad, optimizer_step and launching-op spans in that precedence (shape ``(n, 5)``; the
+    rest is other CPU). The cumulative unions of those regions and their prefix sums
+    (:func:`covered_before`) are built once, so asking about a few intervals at a time costs
+    O(n log R) for R region spans, not O(R)."""
+
+    def __init__(self, sch: _Schedule) -> None:
+        self.levels = []
+        s_acc, e_acc = np.zeros(0), np.zeros(0)
+        for r in ("startup", "dataloader", "zero_grad", "optimizer_step", "launching_ops"):
+            rs, re_ = sch.regions[r]
+            s_acc, e_acc = merge(np.concatenate([s_acc, rs]), np.concatenate([e_acc, re_]))
+            self.levels.append((s_acc, e_acc, covered_before(s_acc, e_acc)))
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = np.zeros((a.size, len(_GAP_CAUSES)))
+        # elementwise, so computed in chunks of intervals: covered_length's temporaries for every
+        # anchor at once added 10 MiB to the traced replay's peak on 1 M small events (issue 24)
+        for lo in range(0, a.size, _SHARES_CHUNK):
+            ca, cb = a[lo : lo + _SHARES_CHUNK], b[lo : lo + _SHARES_CHUNK]
+            length = np.maximum(cb - ca, 0.0)
+            done = np.zeros(ca.size)
+            for j, (sj, ej, before) in enumerate(self.levels):
+                cov = covered_length(sj, ej, ca, np.maximum(ca, cb), before)
+                out[lo : lo + ca.size, j] = np.divide(cov - done, length, out=np.zeros(ca.size), where=length > 0)
+                done = cov
+        return out
+
+
 def _gap_shares(sch: _Schedule, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per interval ``[a_i, b_i)``, the share inside start-up, dataloader, zero_grad,
-    optimizer_step and launching-op spans in that precedence (5 columns; the rest is other CPU)."""
-    out = np.zeros((a.size, len(_GAP_CAUSES)))
-    merged, s_acc, e_acc = [], np.zeros(0), np.zeros(0)
-    for r in ("startup", "dataloader", "zero_grad", "optimizer_step", "launching_ops"):
-        rs, re_ = sch.regions[r]
-        s_acc, e_acc = merge(np.concatenate([s_acc, rs]), np.concatenate([e_acc, re_]))
-        merged.append((s_acc, e_acc))
-    # elementwise, so computed in chunks of intervals: covered_length's temporaries for every
-    # anchor at once added 10 MiB to the traced replay's peak on 1 M small events (issue 24)
-    for lo in range(0, a.size, _SHARES_CHUNK):
-        ca, cb = a[lo : lo + _SHARES_CHUNK], b[lo : lo + _SHARES_CHUNK]
-        length = np.maximum(cb - ca, 0.0)
-        done = np.zeros(ca.size)
-        for j, (sj, ej) in enumerate(merged):
-            cov = covered_length(sj, ej, ca, np.maximum(ca, cb))
-            out[lo : lo + ca.size, j] = np.divide(cov - done, length, out=np.zeros(ca.size), where=length > 0)
-            done = cov
-    return out
+    """:class:`_GapShares` of ``sch`` for the intervals ``[a_i, b_i)`` (shape ``(n, 5)``)."""
+    return _GapShares(sch)(a, b)
 
 
-#: Intervals :func:`_gap_shares` measures at once.
+#: Intervals :class:`_GapShares` measures at once.
 _SHARES_CHUNK = 1 << 16
 
 
@@ -828,7 +841,7 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
     window_end = float(ws[0])
     ready = obs_ready = float(ws[0])
     ready_node = -1
-    walk = _Walk(sch, gap_obs, prev, t_from, ce, dur) if trace_path else None
+    walk = _Walk(sch, order, t_from, ce, dur) if trace_path else None
     for k in range(nw):
         c += between_l[k]
         cpu_start = c
@@ -892,20 +905,35 @@ def _views(*arrays: np.ndarray) -> list[memoryview]:
 
 
 class _Walk:
-    """The walk back along one replayed window's critical path (module docstring)."""
+    """The walk back along one replayed window's critical path (module docstring).
 
-    def __init__(self, sch: _Schedule, gap_obs, prev, t_from, ce, dur: np.ndarray):
+    The CPU time before an anchor is split among the gap causes by its :class:`_GapShares`,
+    measured for one window's anchors when the walk reaches that window: held for every anchor
+    at once, the shares were 48 bytes per anchor and their build the traced replay's peak
+    (71 -> 37 MiB on 1 M small events, issue 24). Per anchor the floats are the same: each
+    interval's shares are computed alone."""
+
+    def __init__(self, sch: _Schedule, order: _AnchorOrder, t_from, ce, dur: np.ndarray):
         self.na, self.n_ev = sch.a_ts.size, dur.size
         self.a_class, self.a_startup, self.ev_kind, self.dur = _views(sch.a_class, sch.a_startup, sch.ev_kind, dur)
-        shares = _gap_shares(sch, prev, prev + gap_obs)
-        tail = _gap_shares(sch, t_from, np.maximum(ce, t_from))
-        self.a_own, self.shares, self.rest, self.tail, self.tail_rest = _views(
-            np.maximum(sch.a_end - sch.a_ts, 0.0),
-            shares,
-            np.maximum(1.0 - shares.sum(axis=1), 0.0),
-            tail,
-            np.maximum(1.0 - tail.sum(axis=1), 0.0),
-        )
+        self.a_ts, self.a_end, self.a_step = _views(sch.a_ts, sch.a_end, sch.a_step)
+        self.order = order
+        self.shares_of = _GapShares(sch)
+        # anchor i's row among its window's anchors (by_step order), for its window's shares
+        slot = np.zeros(self.na, dtype=np.int32)
+        if self.na:
+            q = np.arange(self.na, dtype=np.int64)
+            first = order.bounds[np.maximum(sch.a_step[order.by_step], 0)]
+            slot[order.by_step] = q - np.where(sch.a_step[order.by_step] >= 0, first, 0)
+        (self.slot,) = _views(slot)
+        tail = self.shares_of(t_from, np.maximum(ce, t_from))
+        self.tail, self.tail_rest = _views(tail, np.maximum(1.0 - tail.sum(axis=1), 0.0))
+
+    def _shares(self, anchors: np.ndarray) -> tuple[memoryview, memoryview]:
+        """The gap shares (flat, 5 per anchor) and the rest of each of ``anchors``."""
+        prev, gap_obs = self.order.prev[anchors], self.order.gap_obs[anchors]
+        shares = self.shares_of(prev, prev + gap_obs)
+        return tuple(_views(shares, np.maximum(1.0 - shares.sum(axis=1), 0.0)))
 
     def __call__(self, k: int, times: tuple[float, float, float, float], ends: tuple[int, int], pred, nend) -> list:
         """Window ``k``'s row of the path (µs per cause, :data:`PATH_CAUSES` order)."""
@@ -919,6 +947,9 @@ class _Walk:
         ev_col = (col["compute"], col["communication"], col["memcpy"])
         gap_cols = [col[c_] for c_ in _GAP_CAUSES]
         other = col["other_cpu"]
+        bounds = self.order.bounds
+        mine = None  # this window's shares, measured when its first anchor is reached
+        a_step, slot = self.a_step, self.slot
 
         n_gap = len(gap_cols)
 
@@ -941,9 +972,17 @@ class _Walk:
             contrib = nend[node] - max(t_pred, start)
             if contrib > 0:
                 if node < na:  # an anchor: its call, then the CPU time before it
-                    own = 0.0 if self.a_class[node] > 0 else min(contrib, self.a_own[node])
+                    own = 0.0 if self.a_class[node] > 0 else min(contrib, max(self.a_end[node] - self.a_ts[node], 0.0))
                     row[startup if self.a_startup[node] else launch] += own
-                    add_cpu(contrib - own, self.shares, node * n_gap, self.rest[node])
+                    if a_step[node] == k:
+                        if mine is None:
+                            mine = self._shares(self.order.by_step[bounds[k] : bounds[k + 1]])
+                        shares, rests = mine
+                        at = slot[node]
+                    else:  # an anchor of another window on this path (rare): measured alone
+                        shares, rests = self._shares(np.array([node]))
+                        at = 0
+                    add_cpu(contrib - own, shares, at * n_gap, rests[at])
                 elif node < na + n_ev:
                     r = node - na
                     d = min(contrib, self.dur[r])
