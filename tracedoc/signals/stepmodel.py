@@ -910,7 +910,7 @@ class _Walk:
     The CPU time before an anchor is split among the gap causes by its :class:`_GapShares`,
     measured for one window's anchors when the walk reaches that window: held for every anchor
     at once, the shares were 48 bytes per anchor and their build the traced replay's peak
-    (71 -> 37 MiB on 1 M small events, issue 24). Per anchor the floats are the same: each
+    (71 -> 56 MiB on 1 M small events, issue 24). Per anchor the floats are the same: each
     interval's shares are computed alone."""
 
     def __init__(self, sch: _Schedule, order: _AnchorOrder, t_from, ce, dur: np.ndarray):
