@@ -154,3 +154,35 @@ def test_per_window_in_chunks_sums_as_one_pass(layers, windows, chunk):
         iv.PER_WINDOW_CHUNK = old
     assert got.shape == whole.shape
     assert got.tobytes() == whole.tobytes()
+
+
+def test_paint_holds_one_array_of_the_grid_not_three():
+    """Two layers of 200,000 disjoint intervals each. Each layer's coverage was counted in two
+    int64 arrays of the whole grid and the distinct bounds copied out of the sorted buffer:
+    29 bytes per bound at the peak (code of 2234a73). An int8 count for a layer's union and the
+    buffer compacted in place: 19."""
+    import tracemalloc
+
+    a = np.arange(200_000, dtype=float) * 10.0
+    layers = [(a, a + 4.0), (a + 5.0, a + 8.0)]
+    hi = float(a[-1]) + 10.0
+    paint(layers, 0.0, hi)  # one-off allocations out of the way
+    tracemalloc.start()
+    try:
+        grid, assigned = paint(layers, 0.0, hi)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert grid.size == 800_001 and assigned[:4].tolist() == [0, 2, 1, 2]
+    assert peak / grid.size < 24, peak / grid.size
+
+
+def test_disjoint_coverage_equals_the_general_count():
+    from tracedoc.signals.intervals import _covered, _covered_disjoint
+
+    m = 12
+    disjoint = (np.array([0, 2, 2, 5, 11]), np.array([2, 2, 4, 9, 11]))  # touching, empty
+    overlapping = (np.array([0, 1, 6]), np.array([3, 5, 8]))  # not a union: the general count
+    for starts, ends in (disjoint, overlapping):
+        assert _covered_disjoint(starts, ends, m).tolist() == _covered(starts, ends, m).tolist()
+    assert _covered_disjoint(*disjoint, m).tolist() == [True] * 4 + [False] + [True] * 4 + [False] * 2
