@@ -108,3 +108,33 @@ def test_finding_the_c_library_starts_no_process(monkeypatch):
     finally:
         heap._libc.cache_clear()
     assert started == []
+
+
+def test_the_streaming_decoder_trims_after_each_part_and_each_joined_column(monkeypatch, tmp_path):
+    # the parts' decoded events and pieces are freed into glibc's heap, which kept them: on the
+    # 301 MB tiled trace this process held 108 MiB more after decoding its parts, with 38 MiB
+    # of them live; trimmed as it grows, 65 (code of 18173e9; the tree's peak 264 -> 257 MiB)
+    from tests.tracebuilder import dataloader_bound
+    from tracedoc.load import fast
+
+    made = []
+
+    class Counting(heap.GrowthTrim):
+        def __init__(self):
+            super().__init__(step=0)
+            made.append(self)
+            self.calls = 0
+
+        def __call__(self):
+            self.calls += 1
+            return super().__call__()
+
+    monkeypatch.setattr(fast, "GrowthTrim", Counting)
+    data = dataloader_bound().write(tmp_path / "t.json").read_bytes()
+    parts = list(fast.stream_parts([data], part_bytes=300))
+    assert len(parts) > 3
+    doc, cols = fast.load_stream([data], workers=1, part_bytes=300)
+    assert len(made) == 2  # the decoding loop's and the join's
+    assert made[0].calls == len(parts)
+    assert made[1].calls == sum(len(spec) for spec in fast.all_frame_columns().values())
+    assert len(cols.cols["kernels"]["ts_us"]) > 0

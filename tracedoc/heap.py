@@ -4,7 +4,10 @@ Measured in ``benchmarks/RESULTS.md`` (issue 24): after a 1 M-event trace was lo
 malloc still held about 110 MiB that the loader had freed (decoded parts and their Python
 objects). It counts in the peak RSS that decides whether a trace of many GB can be read at all.
 :func:`release_free_memory` runs once the loader has built the frames, and
-:class:`GrowthTrim` runs it during the analysis whenever the process has grown by a step
+:class:`GrowthTrim` runs it whenever the process has grown by a step while the streaming loader
+decodes its parts and joins their columns (:func:`tracedoc.load.fast.load_stream`, in this
+process and in its worker: 108 -> 65 MiB held after the parts of the 301 MB tiled trace, 38 of
+them live) and during the analysis
 (:meth:`tracedoc.signals.base.SignalContext.cached`, after each shared result is built): the
 analysis frees its temporaries, but glibc keeps their pages, and on the 301 MB tiled trace
 that retained memory was the difference between an analysis peak of 291 and 270 MiB

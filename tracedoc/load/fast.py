@@ -48,6 +48,7 @@ import numpy as np
 import orjson
 
 from tracedoc import hostfacts
+from tracedoc.heap import GrowthTrim
 from tracedoc.load.categories import (
     KIND_GPU_ANNOTATION,
     KIND_IGNORED,
@@ -1035,6 +1036,7 @@ class _Worker:
 
     @staticmethod
     def _serve(rfd: int, wfd: int) -> None:
+        trim = GrowthTrim()
         while True:
             head = _recv_exact(rfd, _HEAD.size)
             if head is None:
@@ -1054,6 +1056,8 @@ class _Worker:
             del result
             _send_all(wfd, _LEN.pack(len(payload)))
             _send_all(wfd, payload)
+            del payload
+            trim()
 
     def send(self, part: Any, first: bool, last: bool) -> None:
         _send_all(self.to_w, _HEAD.pack(len(part), first, last))
@@ -1117,6 +1121,7 @@ def load_stream(
         workers = hostfacts.cpu_cores()
     parallel = workers >= 2 and sys.platform.startswith("linux")  # the worker is spawned, not forked
     worker: _Worker | None = None
+    trim = GrowthTrim()
     results: list = []
     pending = -1
     done = 0
@@ -1142,6 +1147,7 @@ def load_stream(
                 continue
             results.append(decode_part(part, first, last))
             del part
+            trim()
             if worker is not None and worker.busy:
                 results[pending] = worker.receive()
         if worker is not None and worker.busy:
@@ -1162,6 +1168,7 @@ def _merge_packed(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayCo
     as zeros (the frame stage computes it)."""
     doc, cols = _split_parts(parts)
     out = ArrayColumns()
+    trim = GrowthTrim()
     for kind, spec in all_frame_columns().items():
         frame: dict[str, Any] = {}
         for name, _ in spec:
@@ -1175,6 +1182,7 @@ def _merge_packed(parts: list[tuple[dict, ArrayColumns]]) -> tuple[dict, ArrayCo
             for c in cols:  # free each part's column as soon as it is joined
                 c.cols[kind][name] = None
             del pieces
+            trim()  # the parts' pieces lie in the heap, the joined columns outside it
         out.cols[kind] = frame
     _merge_totals(out, cols)
     return doc, out
