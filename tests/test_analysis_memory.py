@@ -205,3 +205,22 @@ def test_gpu_events_copy_each_column_once():
         tracemalloc.stop()
     assert len(g) == 9096
     assert peak / len(g) < 250, peak / len(g)
+
+
+def test_names_and_threads_codes_are_int32():
+    """The names and (pid, tid) codes of the trace's frames are held for the whole analysis:
+    int32, half of pandas' int64 (issue 24), and the same codes."""
+    from tracedoc.signals.strings import frame_names, frame_threads
+
+    trace = load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None)
+    ctx = SignalContext(trace)
+    for frame in ("ops", "runtime", "kernels"):
+        codes, uniques = frame_names(ctx, frame)
+        assert codes.dtype == np.int32
+        assert uniques[codes].tolist() == getattr(trace, frame)["name"].tolist()
+        if frame == "kernels":  # a kernel has a device and stream, no thread
+            continue
+        codes, labels = frame_threads(ctx, frame)
+        df = getattr(trace, frame)
+        assert codes.dtype == np.int32
+        assert labels[codes].tolist() == (df["pid"].astype(str) + "/" + df["tid"].astype(str)).tolist()
