@@ -186,3 +186,21 @@ def test_disjoint_coverage_equals_the_general_count():
     for starts, ends in (disjoint, overlapping):
         assert _covered_disjoint(starts, ends, m).tolist() == _covered(starts, ends, m).tolist()
     assert _covered_disjoint(*disjoint, m).tolist() == [True] * 4 + [False] + [True] * 4 + [False] * 2
+
+
+def test_is_union_is_true_exactly_when_merge_changes_nothing():
+    from tracedoc.signals.intervals import is_union, merge
+
+    cases = [
+        ([0.0, 5.0, 9.0], [4.0, 8.0, 9.5]),  # a union
+        ([0.0, 4.0], [4.0, 6.0]),  # touching: merge joins them
+        ([0.0, 1.0], [5.0, 2.0]),  # nested
+        ([3.0, 0.0], [4.0, 1.0]),  # out of order
+        ([0.0, 2.0], [1.0, 2.0]),  # an empty one
+        ([], []),
+    ]
+    for a, b in cases:
+        a, b = np.array(a), np.array(b)
+        ms, me = merge(a, b)
+        unchanged = ms.tolist() == a.tolist() and me.tolist() == b.tolist()
+        assert is_union(a, b) == unchanged, (a, b)

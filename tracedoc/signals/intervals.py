@@ -203,9 +203,16 @@ def _union(starts: Any, ends: Any) -> tuple[np.ndarray, np.ndarray]:
     b = np.asarray(ends, dtype=np.float64)
     if np.isnan(a).any() or np.isnan(b).any():
         return a, b
-    if (b > a).all() and (a[1:] > b[:-1]).all():
+    if is_union(a, b):
         return a, b
     return merge(a, b)
+
+
+def is_union(starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Whether ``[starts, ends)`` (float64, shape ``(n,)``) is already its own :func:`merge`:
+    every interval non-empty, each starting after the previous one ends. ``merge`` of such
+    intervals returns them unchanged, so a caller may skip it (and its temporaries)."""
+    return bool((ends > starts).all() and (starts[1:] > ends[:-1]).all())
 
 
 def per_window(

@@ -155,7 +155,7 @@ import numpy as np
 from tracedoc.signals.attention import FUSED_ATTENTION_FACTOR  # re-exported: the fused_attention fallback
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.cpumodel import CPU_FIXES, cpu_model_error_ms, cpu_replay_saving_ms
-from tracedoc.signals.intervals import covered_before, covered_length, merge, subtract
+from tracedoc.signals.intervals import covered_before, covered_length, is_union, merge, subtract
 from tracedoc.signals.steps import complete_mask, dataloader_mask, gpu_events, step_windows
 from tracedoc.signals.strings import on_threads
 
@@ -712,7 +712,11 @@ class _GapShares:
         s_acc, e_acc = np.zeros(0), np.zeros(0)
         for r in ("startup", "dataloader", "zero_grad", "optimizer_step", "launching_ops"):
             rs, re_ = sch.regions[r]
-            s_acc, e_acc = merge(np.concatenate([s_acc, rs]), np.concatenate([e_acc, re_]))
+            # a union with nothing added, or the first region alone, is what merge would return
+            if rs.size and not (s_acc.size == 0 and is_union(rs, re_)):
+                s_acc, e_acc = merge(np.concatenate([s_acc, rs]), np.concatenate([e_acc, re_]))
+            elif rs.size:
+                s_acc, e_acc = rs, re_
             self.levels.append((s_acc, e_acc, covered_before(s_acc, e_acc)))
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -797,21 +801,30 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
     c0 = np.maximum(sch.a_ts, prev)
     c1 = np.maximum(sch.a_end, c0)
     call = (c1 - c0) - removed(c0, c1)
+    del c0, c1
     blocking = sch.a_class > 0
     waitless = np.zeros(na, dtype=bool)
     if "sync" in what.no_wait:
         waitless |= sch.a_class == 1
     if "pageable_copy" in what.no_wait:
         waitless |= sch.a_class == 2
-    dur = np.where(sch.ev_tc_slow, sch.ev_dur / what.tensor_core_ratio, sch.ev_dur)
-    dur = np.where(sch.ev_tf32, dur / what.tf32_ratio, dur)
-    lat = sch.ev_lat.copy()
-    factor = np.ones(dur.size)
-    for cls_, s_ in what.gpu_scale:
-        member = {"comm": sch.ev_kind == 1, "zero_grad": sch.ev_zero_grad, "eager_attention": sch.ev_attention}[cls_]
-        factor = np.where(member, np.minimum(factor, s_), factor)
-    dur *= factor
-    lat[factor == 0.0] = 0.0
+    # the schedule's own arrays where the transformation leaves them as they are (a ratio of 1
+    # divides exactly; the loop only reads them): three arrays of the GPU events fewer per replay
+    dur, lat = sch.ev_dur, sch.ev_lat
+    if what.tensor_core_ratio != 1.0:
+        dur = np.where(sch.ev_tc_slow, dur / what.tensor_core_ratio, dur)
+    if what.tf32_ratio != 1.0:
+        dur = np.where(sch.ev_tf32, dur / what.tf32_ratio, dur)
+    if what.gpu_scale:
+        factor = np.ones(dur.size)
+        for cls_, s_ in what.gpu_scale:
+            member = {"comm": sch.ev_kind == 1, "zero_grad": sch.ev_zero_grad, "eager_attention": sch.ev_attention}[
+                cls_
+            ]
+            factor = np.where(member, np.minimum(factor, s_), factor)
+        dur = dur * factor
+        lat = np.where(factor == 0.0, 0.0, lat)
+        del factor
     # the CPU time between two steps (from the second on) and each step's tail, kept
     ce_prev = ce[:-1]
     between = np.maximum(cs[1:] - ce_prev, 0.0)
