@@ -204,3 +204,29 @@ def test_is_union_is_true_exactly_when_merge_changes_nothing():
         ms, me = merge(a, b)
         unchanged = ms.tolist() == a.tolist() and me.tolist() == b.tolist()
         assert is_union(a, b) == unchanged, (a, b)
+
+
+def _cells_to_runs(cells):
+    runs = []
+    for c in sorted(cells):
+        if runs and runs[-1][1] == c:
+            runs[-1][1] = c + 1
+        else:
+            runs.append([c, c + 1])
+    return [(float(a), float(b)) for a, b in runs]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_layer, _layer)
+def test_subtract_is_the_set_difference_in_merged_form(a, b):
+    """Integer bounds: each unit cell [t, t + 1) is in ``union(a) - union(b)`` or not, and the
+    runs of such cells are the difference in merged form (empty intervals dropped, touching
+    ones joined)."""
+    from tracedoc.signals.intervals import subtract
+
+    def cells(layer):
+        return {t for x, y in zip(*layer, strict=True) for t in range(int(x), int(y))}
+
+    s, e = subtract(*a, *b)
+    assert list(zip(s.tolist(), e.tolist(), strict=True)) == _cells_to_runs(cells(a) - cells(b))
+    assert s.dtype == np.float64 and e.dtype == np.float64

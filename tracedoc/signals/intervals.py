@@ -19,17 +19,26 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     s = np.asarray(starts, dtype=np.float64)
     e = np.asarray(ends, dtype=np.float64)
     keep = e > s
-    s, e = s[keep], e[keep]
+    if not keep.all():
+        s, e = s[keep], e[keep]
+    del keep
     if s.size == 0:
-        return s, e
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
+        return s.copy(), e.copy()
+    # intervals that come sorted by start (the usual case: one thread's calls, a union) need no
+    # sort, and each temporary goes once used: merges of the schedule's 0.7 M spans on 1 M small
+    # events made its build's peak (issue 24)
+    if not (s[1:] >= s[:-1]).all():
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+        del order
     run_max = np.maximum.accumulate(e)
     # a new merged block starts where the start exceeds every earlier end
     new_block = np.empty(s.size, dtype=bool)
     new_block[0] = True
-    new_block[1:] = s[1:] > run_max[:-1]
+    np.greater(s[1:], run_max[:-1], out=new_block[1:])
+    del run_max
     idx = np.flatnonzero(new_block)
+    del new_block
     block_ends = np.maximum.reduceat(e, idx)
     return s[idx], block_ends
 
@@ -103,16 +112,31 @@ def overlap_per_window(starts: np.ndarray, ends: np.ndarray, win_start: np.ndarr
 def subtract(
     a_starts: np.ndarray, a_ends: np.ndarray, b_starts: np.ndarray, b_ends: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Set difference ``union(a) - union(b)`` as sorted disjoint intervals."""
+    """Set difference ``union(a) - union(b)`` as sorted disjoint intervals (the form
+    :func:`merge` returns: empty ones dropped, touching ones joined).
+
+    Each interval of ``union(a)`` is cut by the gaps of ``union(b)`` (its complement, as
+    ``[be_i, bs_{i+1})``) that it overlaps: every bound is one of the inputs' own, nothing is
+    computed, and the pieces are already in merged form (the gaps of a union neither overlap nor
+    touch, nor do the intervals of ``union(a)``). O((n_a + n_b) log) with two arrays of
+    ``union(b)`` beside the result: a grid of every bound and two coverage counts over it made
+    the step model's schedule build peak at its end (84 MiB on 1 M small events, issue 24).
+    """
     as_, ae = merge(a_starts, a_ends)
     bs, be = merge(b_starts, b_ends)
     if as_.size == 0 or bs.size == 0:
         return as_, ae
-    grid = np.unique(np.concatenate([as_, ae, bs, be]))
-    in_a = covered_mask(as_, ae, grid)
-    in_b = covered_mask(bs, be, grid)
-    keep = in_a & ~in_b
-    return merge(grid[:-1][keep], grid[1:][keep])
+    gap_s = np.concatenate([[-np.inf], be])  # gap j is [gap_s[j], gap_e[j])
+    gap_e = np.concatenate([bs, [np.inf]])
+    first = np.searchsorted(gap_e, as_, side="right")  # the first gap ending after the start
+    stop = np.searchsorted(gap_s, ae, side="left")  # gaps starting before the end
+    counts = np.maximum(stop - first, 0)
+    owner = np.repeat(np.arange(as_.size), counts)
+    gap = np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts) + first[owner]
+    starts = np.maximum(gap_s[gap], as_[owner])
+    ends = np.minimum(gap_e[gap], ae[owner])
+    keep = ends > starts
+    return starts[keep], ends[keep]
 
 
 def paint(

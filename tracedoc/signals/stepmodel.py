@@ -630,9 +630,15 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             pass
         del r_ts, r_end
         others = list(regions.values())
-        busy_s = np.concatenate([x[0] for x in others] + [a_ts])
-        busy_e = np.concatenate([x[1] for x in others] + [a_end])
+        # the anchors' calls, but for the launch calls: those lie in launching_ops and startup
+        # already (launching_ops is every launch call and launching op less the start-up calls),
+        # and a union is the same set whichever of its parts are listed twice
+        extra = ~launch_calls[anchors]
+        busy_s = np.concatenate([x[0] for x in others] + [a_ts[extra]])
+        busy_e = np.concatenate([x[1] for x in others] + [a_end[extra]])
+        del extra
         regions["other_cpu"] = subtract(cs, ce, busy_s, busy_e)
+        del busy_s, busy_e
         return _Schedule(
             a_ts,
             a_end,
