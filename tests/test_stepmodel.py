@@ -323,3 +323,44 @@ def test_walk_measures_each_window_s_shares_as_one_pass_would():
     one = int(order.by_step[order.bounds[3]])
     shares, rests = walk._shares(np.array([one]))
     assert bytes(shares) == whole[one].tobytes() and rests[0] == rest[one]
+
+
+def test_removed_of_one_union_is_the_general_build_to_the_bit(monkeypatch):
+    """``_Removed`` of a single region that is a union lays out its bounds and rates directly
+    (issue 24): the same arrays, to the bit, as the sort-and-search build of any regions."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from tracedoc.signals.intervals import merge
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.lists(st.tuples(st.floats(0, 1e6), st.floats(0.001, 1e3)), min_size=1, max_size=30),
+        st.sampled_from([0.0, 0.25, 0.9]),
+    )
+    def same(spans, scale):
+        a, b = merge(np.array([x for x, _ in spans]), np.array([x + d for x, d in spans]))
+        regions = {"r": (a, b)}
+        fast = SM._Removed(regions, (("r", scale),))
+        with monkeypatch.context() as m:
+            m.setattr(SM, "is_union", lambda *_: False)
+            general = SM._Removed(regions, (("r", scale),))
+        for name in ("bp", "rate", "cum"):
+            assert getattr(fast, name).tobytes() == getattr(general, name).tobytes(), name
+        x = np.linspace(-1.0, 1.1e6, 50)
+        assert fast(x[:-1], x[1:]).tobytes() == general(x[:-1], x[1:]).tobytes()
+
+    same()
+
+
+def test_removed_time_in_parts_is_the_one_pass_figure(monkeypatch):
+    """``_Removed`` measures its intervals a part at a time (issue 24); elementwise, so the same
+    floats, to the bit, whatever the part's size."""
+    ctx = SignalContext(load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None))
+    sch, order = SM._schedule(ctx), SM._anchor_order(ctx)
+    removed = SM._Removed(sch.regions, (("launching_ops", 0.0), ("dataloader", 0.5)))
+    a, b = order.prev, order.prev + order.gap_obs
+    whole = removed(a, b)
+    assert a.size > 1000 and whole.any()
+    monkeypatch.setattr(SM, "_SHARES_CHUNK", 7)
+    assert removed(a, b).tobytes() == whole.tobytes()

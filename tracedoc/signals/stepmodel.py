@@ -672,28 +672,49 @@ class _Removed:
         if not parts:
             self.bp = np.zeros(0)
             return
-        bp = np.unique(np.concatenate([np.concatenate([st, en]) for (st, en), _ in parts]))
-        rate = np.zeros(bp.size)  # 1 - s on [bp[j], bp[j + 1])
-        mid = bp[:-1]
-        for (st, en), s in parts:
-            k = np.searchsorted(st, mid, side="right") - 1
-            inside = (k >= 0) & (mid < en[np.maximum(k, 0)])
-            rate[:-1] = np.where(inside, np.maximum(rate[:-1], 1.0 - s), rate[:-1])
+        if len(parts) == 1 and is_union(*parts[0][0]):
+            # one region, a union (as the schedule's are): its bounds alternate start, end, and
+            # the rate is 1 - s from each start to its end; the same arrays as below without the
+            # sort, the searches and their temporaries (issue 24)
+            (st, en), s = parts[0]
+            bp = np.empty(2 * st.size)
+            bp[0::2], bp[1::2] = st, en
+            rate = np.zeros(bp.size)
+            rate[0::2] = np.maximum(0.0, 1.0 - s)
+        else:
+            bp = np.unique(np.concatenate([np.concatenate([st, en]) for (st, en), _ in parts]))
+            rate = np.zeros(bp.size)  # 1 - s on [bp[j], bp[j + 1])
+            mid = bp[:-1]
+            for (st, en), s in parts:
+                k = np.searchsorted(st, mid, side="right") - 1
+                inside = (k >= 0) & (mid < en[np.maximum(k, 0)])
+                rate[:-1] = np.where(inside, np.maximum(rate[:-1], 1.0 - s), rate[:-1])
         self.bp, self.rate = bp, rate
-        self.cum = np.concatenate([[0.0], np.cumsum(np.diff(bp) * rate[:-1])])
+        seg = np.diff(bp)
+        seg *= rate[:-1]
+        self.cum = np.concatenate([[0.0], np.cumsum(seg)])
 
     def upto(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
+        out = np.zeros(x.shape)
         if not self.bp.size:
-            return np.zeros(x.shape)
-        j = np.searchsorted(self.bp, x, side="right") - 1
-        jj = np.maximum(j, 0)
-        return np.where(j >= 0, self.cum[jj] + (x - self.bp[jj]) * self.rate[jj], 0.0)
+            return out
+        # elementwise, so in parts of _SHARES_CHUNK: the whole-array form held some eight arrays
+        # of every anchor at once, the replay's peak under a launching-op transformation (issue 24)
+        flat, dest = x.reshape(-1), out.reshape(-1)
+        for lo in range(0, flat.size, _SHARES_CHUNK):
+            part = flat[lo : lo + _SHARES_CHUNK]
+            j = np.searchsorted(self.bp, part, side="right") - 1
+            jj = np.maximum(j, 0)
+            dest[lo : lo + part.size] = np.where(j >= 0, self.cum[jj] + (part - self.bp[jj]) * self.rate[jj], 0.0)
+        return out
 
     def __call__(self, a, b) -> np.ndarray:
         a = np.asarray(a, dtype=float)
         b = np.maximum(np.asarray(b, dtype=float), a)
-        return self.upto(b) - self.upto(a)
+        out = self.upto(b)
+        out -= self.upto(a)
+        return out
 
 
 @dataclass
