@@ -230,3 +230,14 @@ def test_subtract_is_the_set_difference_in_merged_form(a, b):
     s, e = subtract(*a, *b)
     assert list(zip(s.tolist(), e.tolist(), strict=True)) == _cells_to_runs(cells(a) - cells(b))
     assert s.dtype == np.float64 and e.dtype == np.float64
+
+
+def test_rows_of_is_a_view_for_one_run():
+    from tracedoc.signals.steps import rows_of
+
+    values = np.arange(10, dtype=float)
+    for mask in (np.ones(10, bool), np.zeros(10, bool), np.arange(10) >= 4, (np.arange(10) % 3) == 0):
+        got = rows_of(values, mask)
+        assert got.tolist() == values[mask].tolist()
+        one_run = mask.any() and np.ptp(np.flatnonzero(mask)) + 1 == mask.sum()
+        assert np.shares_memory(got, values) == bool(one_run)

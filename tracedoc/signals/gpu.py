@@ -17,6 +17,7 @@ from tracedoc.signals.steps import (
     complete_mask,
     in_complete_steps,
     primary_gpu_events,
+    rows_of,
     step_windows,
 )
 from tracedoc.signals.strings import owned_frame, texts
@@ -167,7 +168,7 @@ def _categorised_kernels(ctx: SignalContext) -> tuple[pd.DataFrame, int]:
             raise SignalUnavailable("no kernel starts inside a step window")
         n = max(int(complete_mask(ctx).sum()), 1)
         idx = ko.index[keep]
-        names = texts(ko["name"].to_numpy(dtype=object)[keep], idx)
+        names = texts(rows_of(ko["name"].to_numpy(dtype=object), keep), idx)
         comm = comm_kernel_mask(names)
         tc = ko["tensor_core"].to_numpy(dtype=bool)[keep] & ~comm
         elig = ko["eligible"].to_numpy(dtype=bool)[keep] & ~comm & ~tc
@@ -176,7 +177,7 @@ def _categorised_kernels(ctx: SignalContext) -> tuple[pd.DataFrame, int]:
         # them at once: +44 to 77 MiB on 1 M small events, the analysis's peak; issue 24)
         code = np.where(comm, 0, np.where(tc, 1, np.where(elig, 2, 3))).astype(np.int8)
         cat = np.array(KERNEL_CATEGORIES, dtype=object)[code]
-        dur = ko["dur_us"].to_numpy(dtype=float)[keep]
+        dur = rows_of(ko["dur_us"].to_numpy(dtype=float), keep)
         return owned_frame({"name": names, "dur_us": dur, "category": texts(cat, idx)}, index=idx), n
 
     return ctx.cached("categorised_kernels", build)

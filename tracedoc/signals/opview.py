@@ -70,7 +70,7 @@ def _op_calls(ctx: SignalContext) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     def build():
         from tracedoc.signals.attribution import kernel_ops, runtime_ops
         from tracedoc.signals.gpu import kernels_in_windows_mask
-        from tracedoc.signals.steps import complete_mask, gpu_events
+        from tracedoc.signals.steps import complete_mask, gpu_events, rows_of
 
         k = ctx.trace.kernels
         if not len(k):
@@ -82,9 +82,10 @@ def _op_calls(ctx: SignalContext) -> tuple[pd.DataFrame, pd.DataFrame, int]:
         keep = kernels_in_windows_mask(ctx)
         out = owned_frame(
             {
-                "name": texts(ko["name"].to_numpy(dtype=object)[keep]),
-                "dur_us": ko["dur_us"].to_numpy(dtype=float)[keep],
-                "occupancy_pct": k["occupancy_pct"].to_numpy(dtype=float)[keep],
+                # views of the kernels' columns where the windows keep one run of them
+                "name": texts(rows_of(ko["name"].to_numpy(dtype=object), keep)),
+                "dur_us": rows_of(ko["dur_us"].to_numpy(dtype=float), keep),
+                "occupancy_pct": rows_of(k["occupancy_pct"].to_numpy(dtype=float), keep),
                 "op_pos": op_pos[keep].astype(np.int64),
             }
         )

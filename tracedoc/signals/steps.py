@@ -280,6 +280,25 @@ def dataloader_spans(ctx: SignalContext) -> pd.DataFrame:
     return ctx.trace.ops[dataloader_mask(ctx)]
 
 
+def rows_of(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``values[mask]`` for a boolean ``mask`` of the same length, but a view of ``values`` (no
+    copy) when the mask keeps every row or one contiguous run of them: the kernels of the step
+    windows usually are one (:func:`keep_rows`). Callers must not write into the result."""
+    run = _one_run(mask)
+    return values[run[0] : run[1]] if run is not None else values[mask]
+
+
+def _one_run(mask: np.ndarray) -> tuple[int, int] | None:
+    """``(a, b)`` when the True entries of ``mask`` are exactly ``a..b-1`` (all of them, or one
+    contiguous run; ``(0, 0)`` for none), else None."""
+    kept = np.flatnonzero(mask)
+    if not kept.size:
+        return 0, 0
+    if kept[-1] - kept[0] + 1 == kept.size:
+        return int(kept[0]), int(kept[-1]) + 1
+    return None
+
+
 def keep_rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     """``df[mask]`` (the same rows, index labels and columns), but no copy where none is needed:
     ``df`` itself when the boolean ``mask`` (shape ``(len(df),)``) keeps every row, and a row
@@ -289,9 +308,9 @@ def keep_rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     they get."""
     if mask.all():
         return df
-    kept = np.flatnonzero(mask)
-    if kept.size and kept[-1] - kept[0] + 1 == kept.size:
-        return df.iloc[int(kept[0]) : int(kept[-1]) + 1]
+    run = _one_run(mask)
+    if run is not None and run[1] > run[0]:
+        return df.iloc[run[0] : run[1]]
     return df[mask]
 
 
