@@ -156,6 +156,7 @@ from tracedoc.signals.steps import (
     dataloader_mask,
     gpu_events,
     profiler_step_mask,
+    rows_of,
     step_windows,
 )
 from tracedoc.signals.strings import cached_name_mask, frame_threads, on_threads, texts
@@ -507,9 +508,10 @@ def dependency_waits(ctx: SignalContext) -> pd.DataFrame:
 
 
 def _spans(df: pd.DataFrame, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    # the two columns only: filtering the whole frame would copy its string columns too
+    # the two columns only: filtering the whole frame would copy its string columns too; views
+    # where the mask keeps one run of rows (rows_of)
     s, e = df["ts_us"].to_numpy(dtype=float), df["end_us"].to_numpy(dtype=float)
-    return (s, e) if mask is None else (s[mask], e[mask])
+    return (s, e) if mask is None else (rows_of(s, mask), rows_of(e, mask))
 
 
 def _refill_spans(

@@ -370,16 +370,18 @@ def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
         cpu = cpu_exec_mask(ctx)  # the two columns only, not a filtered copy of the ops frame
         o_ts, o_end = t.ops["ts_us"].to_numpy(), t.ops["end_us"].to_numpy()
         cat = {c: i for i, c in enumerate(BREAKDOWN_CATEGORIES)}
-        layers = [  # (starts, ends, category) in priority order
-            (gs[(kind == "kernel") & ~comm], ge[(kind == "kernel") & ~comm], cat["kernel"]),
+        compute = (kind == "kernel") & ~comm
+        layers = [  # (starts, ends, category) in priority order; views where a mask keeps one run
+            (rows_of(gs, compute), rows_of(ge, compute), cat["kernel"]),
             (gs[comm], ge[comm], cat["communication"]),
             (gs[kind == "memcpy"], ge[kind == "memcpy"], cat["memcpy"]),
             (gs[kind == "memset"], ge[kind == "memset"], cat["memset"]),
             (t.runtime["ts_us"].to_numpy(), t.runtime["end_us"].to_numpy(), cat["runtime"]),
             (cops["ts_us"].to_numpy(), cops["end_us"].to_numpy(), cat["communication"]),
             (dl["ts_us"].to_numpy(), dl["end_us"].to_numpy(), cat["dataloader"]),
-            (o_ts[cpu], o_end[cpu], cat["cpu_exec"]),
+            (rows_of(o_ts, cpu), rows_of(o_end, cpu), cat["cpu_exec"]),
         ]
+        del compute
         grid, assigned = paint([(a, b) for a, b, _ in layers], ws.min(), we.max(), [ws, we])
         to_cat = np.array([c for _, _, c in layers] + [cat["other"]], dtype=np.int8)
         out = per_window(grid, to_cat[assigned], len(BREAKDOWN_CATEGORIES), ws, we)
