@@ -170,9 +170,10 @@ def paint(
     ``np.unique(..., return_inverse=True)`` over all bounds held the bounds, their clipped
     copies, the sort permutation and the inverse, about 40 bytes per bound).
     """
-    layers = [_union(a, b) for a, b in layers]
-    # a union without NaN is sorted and disjoint: its coverage takes the int8 count
-    disjoint = [not (np.isnan(a).any() or np.isnan(b).any()) for a, b in layers]
+    unions = [_union(a, b) for a, b in layers]
+    layers = [(a, b) for a, b, _ in unions]
+    disjoint = [d for _, _, d in unions]  # a layer's coverage takes the int8 count
+    del unions
     extra = [np.asarray(arr, dtype=np.float64) for arr in extra_bounds or []]
     n = 2 + sum(a.size for a in extra) + sum(2 * np.asarray(a).size for a, _ in layers)
     buf = np.empty(n, dtype=np.float64)
@@ -217,19 +218,20 @@ def paint(
 _COMPACT_PART = 1 << 16
 
 
-def _union(starts: Any, ends: Any) -> tuple[np.ndarray, np.ndarray]:
+def _union(starts: Any, ends: Any) -> tuple[np.ndarray, np.ndarray, bool]:
     """One :func:`paint` layer as float64 ``(starts, ends)`` covering the same points: its
-    :func:`merge` (sorted, disjoint, touching intervals joined, empty ones dropped). The arrays
-    are returned as given when that is what they are already (every interval non-empty, each
-    starting after the previous one ends), and when they hold a NaN (whose painting
-    :func:`paint` keeps as it was: a NaN bound sorts last)."""
+    :func:`merge` (sorted, disjoint, touching intervals joined, empty ones dropped), and True.
+    The arrays are returned as given when that is what they are already (every interval
+    non-empty, each starting after the previous one ends), and when they hold a NaN (whose
+    painting :func:`paint` keeps as it was: a NaN bound sorts last); the flag is then False:
+    such a layer is not sorted and disjoint, so its coverage takes the general count."""
     a = np.asarray(starts, dtype=np.float64)
     b = np.asarray(ends, dtype=np.float64)
     if np.isnan(a).any() or np.isnan(b).any():
-        return a, b
+        return a, b, False
     if is_union(a, b):
-        return a, b
-    return merge(a, b)
+        return a, b, True
+    return (*merge(a, b), True)
 
 
 def is_union(starts: np.ndarray, ends: np.ndarray) -> bool:
