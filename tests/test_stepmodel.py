@@ -294,10 +294,10 @@ def test_gap_shares_in_chunks_are_the_shares_of_one_pass(monkeypatch):
     ctx = SignalContext(load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None))
     sch, order = SM._schedule(ctx), SM._anchor_order(ctx)
     a, b = order.prev, order.prev + order.gap_obs
-    whole = SM._gap_shares(sch, a, b)
+    whole = SM._GapShares(sch)(a, b)
     assert a.size > 1000 and whole.shape == (a.size, len(SM._GAP_CAUSES)) and whole.any()
     monkeypatch.setattr(SM, "_SHARES_CHUNK", 7)
-    assert SM._gap_shares(sch, a, b).tobytes() == whole.tobytes()
+    assert SM._GapShares(sch)(a, b).tobytes() == whole.tobytes()
 
 
 def test_walk_measures_each_window_s_shares_as_one_pass_would():
@@ -306,7 +306,7 @@ def test_walk_measures_each_window_s_shares_as_one_pass_would():
     pass, to the bit, and so the same path."""
     ctx = SignalContext(load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None))
     sch, order = SM._schedule(ctx), SM._anchor_order(ctx)
-    whole = SM._gap_shares(sch, order.prev, order.prev + order.gap_obs)
+    whole = SM._GapShares(sch)(order.prev, order.prev + order.gap_obs)
     rest = np.maximum(1.0 - whole.sum(axis=1), 0.0)
     w = SM.step_windows(ctx)
     walk = SM._Walk(sch, order, order.t_from, w["cpu_end_us"].to_numpy(), sch.ev_dur)

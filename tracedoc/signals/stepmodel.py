@@ -761,11 +761,6 @@ class _GapShares:
         return out
 
 
-def _gap_shares(sch: _Schedule, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """:class:`_GapShares` of ``sch`` for the intervals ``[a_i, b_i)`` (shape ``(n, 5)``)."""
-    return _GapShares(sch)(a, b)
-
-
 #: Intervals :class:`_GapShares` measures at once.
 _SHARES_CHUNK = 1 << 16
 
@@ -960,11 +955,11 @@ class _Walk:
         self.order = order
         self.shares_of = _GapShares(sch)
         # anchor i's row among its window's anchors (by_step order), for its window's shares
+        # (anchors outside every window come first in by_step and are never asked for)
         slot = np.zeros(self.na, dtype=np.int32)
         if self.na:
-            q = np.arange(self.na, dtype=np.int64)
-            first = order.bounds[np.maximum(sch.a_step[order.by_step], 0)]
-            slot[order.by_step] = q - np.where(sch.a_step[order.by_step] >= 0, first, 0)
+            step = np.maximum(sch.a_step[order.by_step], 0)
+            slot[order.by_step] = np.arange(self.na) - order.bounds[step]
         (self.slot,) = _views(slot)
         tail = self.shares_of(t_from, np.maximum(ce, t_from))
         self.tail, self.tail_rest = _views(tail, np.maximum(1.0 - tail.sum(axis=1), 0.0))
