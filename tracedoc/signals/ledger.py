@@ -628,8 +628,9 @@ def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarr
         blocking_rt = rt_on & cls["blocking"].to_numpy() & ~pageable
         blocking_ops = ops_on & cached_name_mask(ctx, "ops", "blocking", lambda n: bool(BLOCKING_OPS.match(n)))
         page_s, page_e = _spans(rt, pageable)
-        bs = np.concatenate([_spans(rt, blocking_rt)[0], _spans(ops, blocking_ops)[0]])
-        be = np.concatenate([_spans(rt, blocking_rt)[1], _spans(ops, blocking_ops)[1]])
+        (rt_bs, rt_be), (op_bs, op_be) = _spans(rt, blocking_rt), _spans(ops, blocking_ops)
+        bs, be = np.concatenate([rt_bs, op_bs]), np.concatenate([rt_be, op_be])
+        del rt_bs, rt_be, op_bs, op_be
         b_thread = np.concatenate(
             [_thread_labels(ctx, "runtime", blocking_rt), _thread_labels(ctx, "ops", blocking_ops)]
         )
