@@ -16,7 +16,7 @@ from tracedoc.engine.rules import Finding, Fix
 from tracedoc.signals import SignalContext, SignalUnavailable
 from tracedoc.signals import ledger as ledger_mod
 from tracedoc.signals.ledger import LEDGER_KEYS, idle_ledger
-from tracedoc.signals.steps import gpu_events, step_windows
+from tracedoc.signals.steps import gpu_events, launch_of, step_windows
 
 
 def ctx_of(builder: TraceBuilder, tmp_path) -> SignalContext:
@@ -335,7 +335,7 @@ def test_repeated_correlation_ids_link_to_the_process_driving_the_device(tmp_pat
     c = ctx_of(b, tmp_path)
     g = gpu_events(c)
     dup = g[g["name"] == "dup"].sort_values("device")
-    assert dup["launch_thread"].tolist() == ["100/100", "200/200"]
+    assert launch_of(c, dup, "thread").tolist() == ["100/100", "200/200"]
 
 
 def test_savings_are_granted_from_disjoint_pools_and_never_exceed_the_step():
@@ -428,3 +428,26 @@ def test_the_launch_call_patterns_the_definition_states_are_the_loaders():
 
     loader = [p.pattern for label, p in categories._RUNTIME_CLASSES if label in ("launch", "memcpy", "memset")]
     assert loader == list(LAUNCH_CALL_PATTERNS)
+
+
+def test_launch_of_reads_the_launching_call_of_each_gpu_event(tmp_path):
+    """:func:`launch_of` against the runtime frame read row by row: the call at ``rt_pos``, and
+    NaN or None where an event has no launching call."""
+    b = TraceBuilder()
+    b.step(1, 0, 1000)
+    b.kernel("k1", 10, 20, 50).memcpy("HtoD", "Pinned", 1024, 100, 110, 30).kernel("k2", 200, 210, 40, launch_dur=7.0)
+    b.events.append(  # a kernel whose correlation no runtime call carries
+        {**b.events[-1], "ts": b.base + 600, "args": {**b.events[-1]["args"], "correlation": 999}}
+    )
+    c = ctx_of(b, tmp_path)
+    g, rt = gpu_events(c), c.trace.runtime
+    pos = g["rt_pos"].tolist()
+    assert sorted(p >= 0 for p in pos) == [False, True, True, True]
+    for field, col in (("ts_us", "ts_us"), ("end_us", "end_us")):
+        got = launch_of(c, g, field)
+        want = [rt[col].iloc[p] if p >= 0 else None for p in pos]
+        assert [None if x != x else x for x in got] == want  # NaN is the one value unequal to itself
+    want = [f"{rt['pid'].iloc[p]}/{rt['tid'].iloc[p]}" if p >= 0 else None for p in pos]
+    assert launch_of(c, g, "thread").tolist() == want
+    with pytest.raises(ValueError, match="unknown field"):
+        launch_of(c, g, "dur_us")

@@ -155,6 +155,7 @@ from tracedoc.signals.steps import (
     complete_mask,
     dataloader_mask,
     gpu_events,
+    launch_of,
     profiler_step_mask,
     rows_of,
     step_windows,
@@ -446,8 +447,8 @@ def dependency_waits(ctx: SignalContext) -> pd.DataFrame:
                 source[ok] = "recorded"
                 waited = hit["waited"].to_numpy(dtype=float)
         g = gpu_events(ctx)
-        g_lts = g["launch_ts_us"].to_numpy(dtype=float)
-        g_thread = g["launch_thread"].to_numpy(dtype=object)
+        g_lts = launch_of(ctx, g, "ts_us")
+        g_thread = launch_of(ctx, g, "thread")
         g_dev, g_stream = g["device"].to_numpy(), g["stream"].to_numpy()
         todo = source == "unknown"
         for th in pd.unique(w_thread[todo]):
@@ -568,9 +569,14 @@ def launching_threads(ctx: SignalContext, device: int | None) -> set[str] | None
     every runtime call that launched one of its GPU events; None when none of that work is
     linked to a call (then every thread counts)."""
     g = gpu_events(ctx)
+    pos = g["rt_pos"].to_numpy()
+    keep = pos >= 0
     if device is not None:
-        g = g[(g["device"] == device).to_numpy()]
-    return set(pd.unique(g["launch_thread"].dropna().to_numpy())) or None
+        keep &= (g["device"] == device).to_numpy()
+    if not keep.any():
+        return None
+    codes, labels = frame_threads(ctx, "runtime")
+    return set(labels[np.unique(codes[pos[keep]])].tolist())
 
 
 def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
@@ -606,8 +612,8 @@ def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarr
         ws, we = w["start_us"].to_numpy(), w["end_us"].to_numpy()
         lo, hi = float(ws.min()), float(we.max())
         gs, ge = g["ts_us"].to_numpy(dtype=float), g["end_us"].to_numpy(dtype=float)
-        lts = g["launch_ts_us"].to_numpy(dtype=float)
-        lte = g["launch_end_us"].to_numpy(dtype=float)
+        lts = launch_of(ctx, g, "ts_us")
+        lte = launch_of(ctx, g, "end_us")
 
         threads = launching_threads(ctx, device)
         rt, ops = t.runtime, t.ops

@@ -156,7 +156,7 @@ from tracedoc.signals.attention import FUSED_ATTENTION_FACTOR  # re-exported: th
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.cpumodel import CPU_FIXES, cpu_model_error_ms, cpu_replay_saving_ms
 from tracedoc.signals.intervals import covered_before, covered_length, is_union, merge, subtract
-from tracedoc.signals.steps import complete_mask, dataloader_mask, gpu_events, step_windows
+from tracedoc.signals.steps import complete_mask, dataloader_mask, gpu_events, launch_of, step_windows
 from tracedoc.signals.strings import on_threads
 
 #: Fallback only, for a device the peak table (:mod:`tracedoc.perf.peaks`, ``peaks.toml``) does not
@@ -486,8 +486,8 @@ def _producers(ctx: SignalContext, g, on_dev: np.ndarray) -> np.ndarray:
     dependent = waits["dependent"].to_numpy()[ok].astype(np.int64)
     rec_ts = rt["ts_us"].to_numpy(dtype=float)[prod]
     rec_thread = labels[codes[prod]]
-    lts = g["launch_ts_us"].to_numpy(dtype=float)
-    thr = g["launch_thread"].to_numpy(dtype=object)
+    lts = launch_of(ctx, g, "ts_us")
+    thr = launch_of(ctx, g, "thread")
     stream = g["stream"].to_numpy()
     for th in set(rec_thread.tolist()):
         rows = np.flatnonzero(on_dev & (thr == th) & ~np.isnan(lts))
@@ -556,7 +556,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         ev_ptr = np.searchsorted(a_of, np.arange(anchors.size + 1), side="left").astype(np.int32)
         del anchor_of_rt, rt_pos, a_of, srt
         stream = g_all["stream"].to_numpy().astype(np.int64) * 1024 + g_all["device"].to_numpy().astype(np.int64)
-        lte = g_all["launch_end_us"].to_numpy(dtype=float)
+        lte = launch_of(ctx, g_all, "end_us")
         ws = w["start_us"].to_numpy()
         win = np.searchsorted(ws, gs, side="right") - 1
         prev_end = np.full(len(g_all), np.nan)
@@ -581,14 +581,13 @@ def _schedule(ctx: SignalContext) -> _Schedule:
 
         tf32 = np.zeros(len(g_all), dtype=bool)
         tf32[:nk] = ko["eligible"].to_numpy() & ko["tensor_core"].to_numpy() & tf32_kernel_mask(ctx)
-        kinds = g_all["kind"].to_numpy(dtype=object)
-        ev_kind = np.where(kinds == "kernel", 0, 2).astype(np.int8)
-        is_kernel = kinds == "kernel"
+        is_kernel = (g_all["kind"] == "kernel").to_numpy()
+        ev_kind = np.where(is_kernel, 0, 2).astype(np.int8)
         if is_kernel.any():
             comm = np.zeros(len(g_all), dtype=bool)
             comm[is_kernel] = comm_kernel_mask(g_all["name"][is_kernel])
             ev_kind = np.where(comm, 1, ev_kind).astype(np.int8)
-        del kinds, is_kernel
+        del is_kernel
         ops = t.ops
         ops_on = on_threads(ctx, "ops", threads) if len(ops) else np.zeros(0, dtype=bool)
         o_ts, o_end = ops["ts_us"].to_numpy(dtype=float), ops["end_us"].to_numpy(dtype=float)

@@ -29,7 +29,7 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import paint, per_window
-from tracedoc.signals.strings import cached_name_mask, frame_names, frame_threads, owned_frame, texts
+from tracedoc.signals.strings import _narrow, cached_name_mask, frame_names, frame_threads, owned_frame, texts
 
 BREAKDOWN_CATEGORIES = ("kernel", "communication", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
@@ -37,15 +37,25 @@ DATALOADER_PREFIX = "enumerate(DataLoader)#"
 STEP_PREFIX = "Optimizer.step#"
 
 
-def gpu_events(ctx: SignalContext) -> pd.DataFrame:
-    """Kernels, memcpys and memsets in one frame, each with its launching runtime call.
+#: The values of :func:`gpu_events`' ``kind`` column, in the order of its rows and its codes.
+GPU_KINDS = ("kernel", "memcpy", "memset")
 
-    Columns: kind (kernel | memcpy | memset), name, device, stream, ts_us, end_us,
-    correlation, comm (bool: a communication kernel, :mod:`tracedoc.signals.comm`),
-    rt_pos (row position in ``trace.runtime`` of the launching call, -1 when unlinked),
-    launch_ts_us, launch_end_us (NaN when unlinked), launch_thread (``"pid/tid"`` of the
-    launching call, None when unlinked). Links come from
-    :func:`tracedoc.signals.links.link_launches`, the one (pid, correlation) join.
+
+def gpu_events(ctx: SignalContext) -> pd.DataFrame:
+    """Kernels, memcpys and memsets in one frame (in that order), each with its launching
+    runtime call.
+
+    Columns: kind (a ``Categorical`` of :data:`GPU_KINDS`), name, device, stream, ts_us,
+    end_us, correlation, comm (bool: a communication kernel, :mod:`tracedoc.signals.comm`),
+    rt_pos (int32: row position in ``trace.runtime`` of the launching call, -1 when unlinked).
+    The launching call's start, end and thread are read through :func:`launch_of`. Links come
+    from :func:`tracedoc.signals.links.link_launches`, the one (pid, correlation) join.
+
+    A trace whose GPU events are of one kind (kernels only, the usual case of a serving or
+    compiled trace) shares that frame's columns instead of copying them. Held for the whole
+    analysis, the frame was 89 bytes per GPU event on 1 M small events; the copies, the
+    launch columns (now derived from ``rt_pos`` where they are read) and the object ``kind``
+    made 83 of them (issue 24).
     """
 
     def build() -> pd.DataFrame:
@@ -53,27 +63,31 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
         from tracedoc.signals.links import link_launches
 
         t = ctx.trace
-        present = [
-            (kind, df) for kind, df in (("kernel", t.kernels), ("memcpy", t.memcpys), ("memset", t.memsets)) if len(df)
-        ]
+        present = [(kind, df) for kind, df in zip(GPU_KINDS, (t.kernels, t.memcpys, t.memsets), strict=True) if len(df)]
+        kinds = pd.Index(GPU_KINDS, dtype=object)
         if not present:
             g = pd.DataFrame(
                 {
-                    c: pd.Series(dtype=object if c in ("kind", "name") else float)
-                    for c in ("kind", "name", "device", "stream", "ts_us", "end_us", "correlation")
+                    c: pd.Series(dtype=object if c == "name" else float)
+                    for c in ("name", "device", "stream", "ts_us", "end_us", "correlation")
                 }
             )
+            g.insert(0, "kind", pd.Categorical.from_codes(np.zeros(0, dtype=np.int8), categories=kinds))
         else:
             # each column concatenated once and taken as it is (owned_frame): a frame per kind,
-            # then their concatenation, copied every column twice before keeping one (issue 24)
-            def joined(c: str) -> np.ndarray:
+            # then their concatenation, copied every column twice before keeping one; one kind's
+            # columns are the trace frame's own Series (pandas tracks the sharing) (issue 24)
+            def joined(c: str):
+                if len(present) == 1:
+                    return present[0][1][c]
                 return np.concatenate([df[c].to_numpy() for _, df in present])
 
+            code = np.concatenate([np.full(len(df), GPU_KINDS.index(kind), dtype=np.int8) for kind, df in present])
             g = owned_frame(
                 {
-                    # object columns, as in the trace's frames (texts())
-                    "kind": texts(np.concatenate([np.full(len(df), kind, dtype=object) for kind, df in present])),
-                    "name": texts(np.concatenate([df["name"].to_numpy(dtype=object) for _, df in present])),
+                    "kind": pd.Categorical.from_codes(code, categories=kinds),
+                    # an object column, as in the trace's frames (texts())
+                    "name": joined("name") if len(present) == 1 else texts(joined("name")),
                     "device": joined("device"),
                     "stream": joined("stream"),
                     "ts_us": joined("ts_us"),
@@ -90,27 +104,42 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
             rt["ts_us"].to_numpy(dtype=float),
             rt["pid"].to_numpy(dtype=object),
         )
-        linked = pos >= 0
-        safe = np.where(linked, pos, 0)
         # the communication test runs once per distinct kernel name (the kernels come first in g)
         kcodes, knames = frame_names(ctx, "kernels")
         comm = np.zeros(len(g), dtype=bool)
         if len(kcodes):
             comm[: len(kcodes)] = comm_kernel_mask(texts(knames))[kcodes]
         g["comm"] = comm
-        g["rt_pos"] = pos
-        if len(rt):
-            g["launch_ts_us"] = np.where(linked, rt["ts_us"].to_numpy(dtype=float)[safe], np.nan)
-            g["launch_end_us"] = np.where(linked, rt["end_us"].to_numpy(dtype=float)[safe], np.nan)
-            codes, labels = frame_threads(ctx, "runtime")
-            g["launch_thread"] = texts(np.where(linked, labels[codes[safe]], None), g.index)
-        else:
-            g["launch_ts_us"] = np.nan
-            g["launch_end_us"] = np.nan
-            g["launch_thread"] = None
+        g["rt_pos"] = _narrow(np.asarray(pos, dtype=np.int64))
         return g
 
     return ctx.cached("gpu_events", build)
+
+
+def launch_of(ctx: SignalContext, g: pd.DataFrame, what: str) -> np.ndarray:
+    """Per row of ``g`` (:func:`gpu_events` or rows of it), shape ``(len(g),)``: the launching
+    runtime call's start (``what="ts_us"``) or end (``"end_us"``) in µs, NaN where the event is
+    unlinked; or its thread (``"thread"``), the ``"pid/tid"`` label of
+    :func:`tracedoc.signals.strings.frame_threads`, None where unlinked.
+
+    Derived from ``rt_pos`` where it is read rather than held as three columns of every GPU
+    event for the whole analysis (24 bytes per GPU event, issue 24).
+
+    Raises:
+        ValueError: ``what`` is none of the three.
+    """
+    if what not in ("ts_us", "end_us", "thread"):
+        raise ValueError(f"launch_of: unknown field {what!r}")
+    pos = g["rt_pos"].to_numpy()
+    linked = pos >= 0
+    rt = ctx.trace.runtime
+    if not len(rt) or not linked.any():
+        return np.full(len(g), None, dtype=object) if what == "thread" else np.full(len(g), np.nan)
+    safe = np.where(linked, pos, 0)
+    if what == "thread":
+        codes, labels = frame_threads(ctx, "runtime")
+        return np.where(linked, labels[codes[safe]], None)
+    return np.where(linked, rt[what].to_numpy(dtype=float)[safe], np.nan)
 
 
 def step_spans(ctx: SignalContext) -> pd.DataFrame:
@@ -175,7 +204,7 @@ def step_windows(ctx: SignalContext) -> pd.DataFrame:
         gpu = gpu_events(ctx)
         prev_end = -np.inf
         if len(gpu):
-            lts = gpu["launch_ts_us"].to_numpy()
+            lts = launch_of(ctx, gpu, "ts_us")
             idx = np.searchsorted(s, lts, side="right") - 1
             ok = (idx >= 0) & (lts <= e[np.maximum(idx, 0)])
             if ok.any():
@@ -364,18 +393,19 @@ def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
         w = step_windows(ctx)
         ws, we = w["start_us"].to_numpy(), w["end_us"].to_numpy()
         g = primary_gpu_events(ctx)
-        kind, comm = g["kind"].to_numpy(), g["comm"].to_numpy(dtype=bool)
+        comm = g["comm"].to_numpy(dtype=bool)
+        kind = g["kind"].cat.codes.to_numpy()  # GPU_KINDS' codes: no string per row
         gs, ge = g["ts_us"].to_numpy(dtype=float), g["end_us"].to_numpy(dtype=float)
         dl, cops = dataloader_spans(ctx), comm_ops(ctx)
         cpu = cpu_exec_mask(ctx)  # the two columns only, not a filtered copy of the ops frame
         o_ts, o_end = t.ops["ts_us"].to_numpy(), t.ops["end_us"].to_numpy()
         cat = {c: i for i, c in enumerate(BREAKDOWN_CATEGORIES)}
-        compute = (kind == "kernel") & ~comm
+        compute = (kind == GPU_KINDS.index("kernel")) & ~comm
         layers = [  # (starts, ends, category) in priority order; views where a mask keeps one run
             (rows_of(gs, compute), rows_of(ge, compute), cat["kernel"]),
             (gs[comm], ge[comm], cat["communication"]),
-            (gs[kind == "memcpy"], ge[kind == "memcpy"], cat["memcpy"]),
-            (gs[kind == "memset"], ge[kind == "memset"], cat["memset"]),
+            (gs[kind == GPU_KINDS.index("memcpy")], ge[kind == GPU_KINDS.index("memcpy")], cat["memcpy"]),
+            (gs[kind == GPU_KINDS.index("memset")], ge[kind == GPU_KINDS.index("memset")], cat["memset"]),
             (t.runtime["ts_us"].to_numpy(), t.runtime["end_us"].to_numpy(), cat["runtime"]),
             (cops["ts_us"].to_numpy(), cops["end_us"].to_numpy(), cat["communication"]),
             (dl["ts_us"].to_numpy(), dl["end_us"].to_numpy(), cat["dataloader"]),
@@ -402,7 +432,7 @@ def gpu_events_per_step(ctx: SignalContext) -> np.ndarray:
         if not has_steps(ctx) or not len(gpu):
             return n
         s, e = w["cpu_start_us"].to_numpy(), w["cpu_end_us"].to_numpy()
-        ts = gpu["launch_ts_us"].to_numpy()
+        ts = launch_of(ctx, gpu, "ts_us")
         idx = np.searchsorted(s, ts, side="right") - 1
         ok = (idx >= 0) & (ts <= e[np.maximum(idx, 0)])
         np.add.at(n, idx[ok], 1)
@@ -622,6 +652,6 @@ def launch_before_start(ctx: SignalContext) -> tuple[int, int, float] | None:
     linked = g[g["rt_pos"] >= 0]
     if not len(linked):
         return None
-    gap = linked["launch_ts_us"].to_numpy(dtype=float) - linked["ts_us"].to_numpy(dtype=float)
+    gap = launch_of(ctx, linked, "ts_us") - linked["ts_us"].to_numpy(dtype=float)
     early = gap[gap > CLOCK_SKEW_TOLERANCE_US]
     return int(early.size), int(len(linked)), float(np.median(early)) if early.size else 0.0
