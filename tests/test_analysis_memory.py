@@ -261,3 +261,24 @@ def test_names_and_threads_codes_are_int32():
         df = getattr(trace, frame)
         assert codes.dtype == np.int32
         assert labels[codes].tolist() == (df["pid"].astype(str) + "/" + df["tid"].astype(str)).tolist()
+
+
+def test_kernel_op_positions_are_built_once_and_shared():
+    """The op view, the layout and the attention signals read one int32 array of each kernel's
+    launching op (:func:`kernel_op_pos`), as views where their kernels are one run, instead of
+    an int64 copy each; its values are the launching call's op (:func:`runtime_ops`)."""
+    from tracedoc.signals.attention import attention_kernels
+    from tracedoc.signals.attribution import kernel_op_pos, runtime_ops
+    from tracedoc.signals.layout import layout_kernels
+    from tracedoc.signals.opview import _op_calls
+    from tracedoc.signals.steps import gpu_events
+
+    ctx = SignalContext(load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None))
+    pos = kernel_op_pos(ctx)
+    n = len(ctx.trace.kernels)
+    rt_pos, ro = gpu_events(ctx)["rt_pos"].to_numpy()[:n], runtime_ops(ctx)["op_pos"].to_numpy()
+    assert pos.dtype == np.int32 and ro.dtype == np.int32
+    assert pos.tolist() == [int(ro[p]) if p >= 0 else -1 for p in rt_pos.tolist()]
+    assert (pos >= 0).sum() > n // 2
+    for got in (attention_kernels(ctx)["op_pos"], layout_kernels(ctx)["op_pos"], _op_calls(ctx)[0]["op_pos"]):
+        assert np.shares_memory(got.to_numpy(), pos)

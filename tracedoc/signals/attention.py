@@ -48,10 +48,10 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
-from tracedoc.signals.attribution import patterns, runtime_ops
+from tracedoc.signals.attribution import kernel_op_pos, patterns
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
-from tracedoc.signals.steps import complete_mask
-from tracedoc.signals.strings import cached_name_mask
+from tracedoc.signals.steps import at_rows, complete_mask
+from tracedoc.signals.strings import cached_name_mask, shared_column
 from tracedoc.signals.tensor_core import _window_kernels, union_ms_per_step
 
 #: Share of the device's dense 16-bit Tensor Core peak a fused attention kernel achieves forward:
@@ -127,12 +127,7 @@ def attention_kernels(ctx: SignalContext) -> pd.DataFrame:
         ) & ~fused
         bmm = _op_mask(op_codes, op_names, "attention_batched_matmul", "ops") & ~fused & ~softmax
         ko["softmax"], ko["batched_matmul"], ko["fused_attention"] = softmax, bmm, fused
-        from tracedoc.signals.steps import gpu_events
-
-        rt_pos = gpu_events(ctx)["rt_pos"].to_numpy()[rows]  # kernel rows come first in gpu_events
-        ro = runtime_ops(ctx)["op_pos"].to_numpy()
-        op_pos = np.where(rt_pos >= 0, ro[np.maximum(rt_pos, 0)], -1) if len(ro) else np.full(len(rows), -1)
-        ko["op_pos"] = op_pos.astype(np.int64)
+        shared_column(ko, "op_pos", at_rows(kernel_op_pos(ctx), ko.index))
         ko["scale"] = _scale_mask(ctx, ko, softmax | bmm | fused)
         return ko
 

@@ -30,9 +30,10 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from tracedoc.signals.attribution import runtime_ops
+from tracedoc.signals.attribution import kernel_op_pos
 from tracedoc.signals.base import SignalContext, signal
-from tracedoc.signals.steps import complete_mask, gpu_events
+from tracedoc.signals.steps import at_rows, complete_mask
+from tracedoc.signals.strings import shared_column
 from tracedoc.signals.tensor_core import union_ms_per_step, window_kernels
 
 #: Convolution ops, aten names and autograd nodes (forward, backward, transposed, depthwise;
@@ -95,14 +96,9 @@ def layout_kernels(ctx: SignalContext) -> pd.DataFrame:
     ko = window_kernels(ctx)
 
     def build() -> pd.DataFrame:
-        n = len(ctx.trace.kernels)
-        # window_kernels keeps kernel_ops' index: row positions in trace.kernels
-        rows = ko.index.to_numpy()
-        rt_pos = gpu_events(ctx)["rt_pos"].to_numpy()[:n][rows]
-        ro = runtime_ops(ctx)["op_pos"].to_numpy()
-        op_pos = np.where(rt_pos >= 0, ro[np.maximum(rt_pos, 0)] if len(ro) else -1, -1)
         out = ko.copy(deep=False)  # new columns only: the shared ones are never written
-        out["op_pos"] = op_pos
+        # window_kernels keeps kernel_ops' index: row positions in trace.kernels
+        shared_column(out, "op_pos", at_rows(kernel_op_pos(ctx), ko.index))
         ops = out["op"].to_numpy(dtype=object)
         names = {o: is_conv_op(o) for o in set(ops) if o is not None}
         conv = np.array([names.get(o, False) for o in ops], dtype=bool)

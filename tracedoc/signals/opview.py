@@ -68,17 +68,14 @@ def _op_calls(ctx: SignalContext) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     kernels-per-op-call counts and the number of complete steps (at least 1)."""
 
     def build():
-        from tracedoc.signals.attribution import kernel_ops, runtime_ops
+        from tracedoc.signals.attribution import kernel_op_pos, kernel_ops
         from tracedoc.signals.gpu import kernels_in_windows_mask
-        from tracedoc.signals.steps import complete_mask, gpu_events, rows_of
+        from tracedoc.signals.steps import complete_mask, rows_of
 
         k = ctx.trace.kernels
         if not len(k):
             raise SignalUnavailable("the trace has no GPU kernels (a CPU-only trace)")
         ko = kernel_ops(ctx)
-        rt_pos = gpu_events(ctx)["rt_pos"].to_numpy()[: len(k)]
-        ro = runtime_ops(ctx)["op_pos"].to_numpy()
-        op_pos = np.where(rt_pos >= 0, ro[np.maximum(rt_pos, 0)] if len(ro) else -1, -1)
         keep = kernels_in_windows_mask(ctx)
         out = owned_frame(
             {
@@ -86,7 +83,7 @@ def _op_calls(ctx: SignalContext) -> tuple[pd.DataFrame, pd.DataFrame, int]:
                 "name": texts(rows_of(ko["name"].to_numpy(dtype=object), keep)),
                 "dur_us": rows_of(ko["dur_us"].to_numpy(dtype=float), keep),
                 "occupancy_pct": rows_of(k["occupancy_pct"].to_numpy(dtype=float), keep),
-                "op_pos": op_pos[keep].astype(np.int64),
+                "op_pos": rows_of(kernel_op_pos(ctx), keep),
             }
         )
         if not len(out):

@@ -317,6 +317,15 @@ def rows_of(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return values[run[0] : run[1]] if run is not None else values[mask]
 
 
+def at_rows(values: np.ndarray, index: pd.Index) -> np.ndarray:
+    """``values[index]`` for an index of row positions into ``values``, but a view (no copy)
+    when ``index`` is a ``RangeIndex`` of step 1, as :func:`keep_rows` leaves one contiguous
+    run of a frame's rows. Callers must not write into the result."""
+    if isinstance(index, pd.RangeIndex) and index.step == 1:
+        return values[index.start : index.stop]
+    return values[index.to_numpy()]
+
+
 def _one_run(mask: np.ndarray) -> tuple[int, int] | None:
     """``(a, b)`` when the True entries of ``mask`` are exactly ``a..b-1`` (all of them, or one
     contiguous run; ``(0, 0)`` for none), else None."""

@@ -47,6 +47,14 @@ def owned_frame(columns: dict, index=None) -> pd.DataFrame:
     return pd.DataFrame(columns, index=index, copy=False)
 
 
+def shared_column(df: pd.DataFrame, name: str, values: np.ndarray) -> None:
+    """Set column ``name`` of the derived frame ``df`` to ``values`` (shape ``(len(df),)``)
+    without a copy: pandas 3 copies an array set as a column, but not a Series, whose sharing
+    it tracks. For a view of an array held elsewhere in the analysis (issue 24); the frame
+    must not be written into (:func:`owned_frame`)."""
+    df[name] = pd.Series(values, index=df.index, copy=False)
+
+
 def name_mask(names: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
     """``np.array([test(n) for n in names], bool)``, calling ``test`` once per distinct name."""
     values = names.to_numpy(dtype=object)
