@@ -451,3 +451,36 @@ def test_launch_of_reads_the_launching_call_of_each_gpu_event(tmp_path):
     assert launch_of(c, g, "thread").tolist() == want
     with pytest.raises(ValueError, match="unknown field"):
         launch_of(c, g, "dur_us")
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=1, max_size=40),
+    st.lists(st.integers(1, 5), min_size=41, max_size=41),
+    st.sets(st.integers(0, 41)),
+)
+def test_merging_one_owners_segments_keeps_every_owners_time(owners, lengths, kept):
+    """:func:`ledger._merge_same_owner` against the grid it merges: every original segment's
+    middle lies in a merged segment of the same owner, each owner's total time is the same,
+    the bounds asked for stay, and any other bound left separates two owners."""
+    import numpy as np
+
+    grid = np.concatenate([[0.0], np.cumsum(lengths[: len(owners)], dtype=float)])
+    labels = np.array(owners, dtype=np.int8)
+    keep_at = np.array(sorted(k for k in kept if k < grid.size), dtype=float)
+    keep_at = grid[keep_at.astype(int)] if keep_at.size else keep_at
+    g2, l2 = ledger_mod._merge_same_owner(grid, labels, np.concatenate([keep_at, [grid[-1] + 9.0]]))
+    assert g2[0] == grid[0] and g2[-1] == grid[-1] and l2.size == g2.size - 1
+    assert set(keep_at.tolist()) <= set(g2.tolist())
+    mid = (grid[:-1] + grid[1:]) / 2
+    assert (l2[np.searchsorted(g2, mid, side="right") - 1] == labels).all()
+    for o in set(owners):
+        assert np.diff(g2)[l2 == o].sum() == pytest.approx(np.diff(grid)[labels == o].sum())
+    inner = np.flatnonzero(l2[1:] == l2[:-1]) + 1  # bounds between two segments of one owner
+    assert set(g2[inner].tolist()) <= set(keep_at.tolist())
+    if not keep_at.size:
+        assert not inner.size

@@ -710,9 +710,31 @@ def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarr
             short = (gap_end - gap_start) < KERNEL_WAIT_MAX_US
             long_owner = np.where(labels[queued] == -2, key["dependency_wait"], key["other_idle"])
             labels[queued] = np.where(short, key["kernel_wait"], long_owner)
-        return grid, labels
+        del queued
+        return _merge_same_owner(grid, labels, np.concatenate([ws, we]))
 
     return ctx.cached(f"ledger_paint_{device}", build)
+
+
+def _merge_same_owner(grid: np.ndarray, labels: np.ndarray, keep_at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(grid, labels)`` (:func:`tracedoc.signals.intervals.paint`'s form) without the bounds
+    between two segments of one owner, except those in ``keep_at`` (the windows' edges, which
+    :func:`tracedoc.signals.intervals.per_window` needs as grid points). Each owner's set of
+    time is the same. The ledger's paint is held for the whole analysis, and half its bounds
+    (back-to-back kernels, a call followed by its op's CPU time) separate two segments of one
+    owner: 17 -> 9 MiB on 1 M small events (issue 24). Per window the sums can differ from the
+    unmerged grid's in the last bits (one segment is added where two were)."""
+    if grid.size < 3:
+        return grid, labels
+    keep = np.ones(grid.size, dtype=bool)
+    keep[1:-1] = labels[1:] != labels[:-1]
+    at = np.searchsorted(grid, keep_at)
+    ok = at < grid.size
+    ok[ok] = grid[at[ok]] == keep_at[ok]
+    keep[at[ok]] = True
+    if keep.all():
+        return grid, labels
+    return grid[keep], labels[keep[:-1]]
 
 
 def idle_segments(ctx: SignalContext, device: int, cause: str) -> tuple[np.ndarray, np.ndarray]:
