@@ -456,7 +456,7 @@ class _Schedule:
     a_step: np.ndarray  # step window row of each anchor (-1: none)
     ev_ptr: np.ndarray  # anchor i's GPU events are ev_rows[ev_ptr[i]:ev_ptr[i + 1]]
     ev_rows: np.ndarray  # gpu_events rows (primary device), by anchor then start
-    ev_stream: np.ndarray  # per gpu_events row
+    ev_stream: np.ndarray  # per gpu_events row: stream * 1024 + device (int32 where it fits)
     ev_kind: np.ndarray  # 0 kernel, 1 communication kernel, 2 memcpy / memset
     ev_dur: np.ndarray
     ev_end: np.ndarray  # observed end
@@ -646,7 +646,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             a_step,
             ev_ptr,
             rows.astype(np.int32),
-            stream,
+            _fit_int32(stream),
             ev_kind,
             ge - gs,
             ge,
@@ -660,6 +660,15 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         )
 
     return ctx.cached("stepmodel_schedule", build)
+
+
+def _fit_int32(values: np.ndarray) -> np.ndarray:
+    """``values`` (integers) as int32 when every one fits, else as they are: the schedule's
+    streams (``stream * 1024 + device``) and the anchor order are held for the whole analysis
+    (2.5 MiB less on 1 M small events, issue 24)."""
+    if not values.size or (values.min() >= -(2**31) and values.max() < 2**31):
+        return values.astype(np.int32)
+    return values
 
 
 class _Removed:
@@ -785,7 +794,7 @@ def _anchor_order(ctx: SignalContext) -> _AnchorOrder:
         prev = np.array(cs, dtype=float)[np.maximum(sch.a_step, 0)] if na else np.zeros(0)
         # each step's anchors, in order, from one stable sort: a scan of every anchor per step was
         # quadratic in the trace's length (11,667 steps of 35 M events, issue 24)
-        by_step = np.argsort(sch.a_step, kind="stable")
+        by_step = _fit_int32(np.argsort(sch.a_step, kind="stable"))
         bounds = np.searchsorted(sch.a_step[by_step], np.arange(nw + 1), side="left")
         for k in range(nw):
             sel = by_step[bounds[k] : bounds[k + 1]]
