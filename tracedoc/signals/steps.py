@@ -51,8 +51,8 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
     The launching call's start, end and thread are read through :func:`launch_of`. Links come
     from :func:`tracedoc.signals.links.link_launches`, the one (pid, correlation) join.
 
-    A trace whose GPU events are of one kind (kernels only, the usual case of a serving or
-    compiled trace) shares that frame's columns instead of copying them. Held for the whole
+    A trace whose GPU events are all of one kind (kernels only, as in a trace recorded without
+    copies) shares that frame's columns instead of copying them. Held for the whole
     analysis, the frame was 89 bytes per GPU event on 1 M small events; the copies, the
     launch columns (now derived from ``rt_pos`` where they are read) and the object ``kind``
     made 83 of them (issue 24).
