@@ -189,10 +189,13 @@ def test_owned_frame_and_consumed_columns_are_not_copied():
     pd.testing.assert_frame_equal(consumed, copied)
 
 
-def test_gpu_events_copy_each_column_once():
-    """:func:`gpu_events` concatenates each column of the kernels, memcpys and memsets once.
-    A frame per kind and then their ``pd.concat`` peaked at 293 bytes per GPU event on this
-    trace (code of 2234a73); now 217."""
+def test_gpu_events_build_once_and_hold_no_launch_columns():
+    """:func:`gpu_events` concatenates each column of the kernels, memcpys and memsets once: a
+    frame per kind and then their ``pd.concat`` peaked at 293 bytes per GPU event on this trace
+    (code of 2234a73), 217 at fe5ed70, 155 now. The frame is held for the whole analysis: the
+    launching call's start, end and thread are derived from ``rt_pos`` where they are read
+    (:func:`launch_of`), ``kind`` is a one-byte ``Categorical`` and ``rt_pos`` int32; it held
+    150 bytes per GPU event on fe5ed70 and 60 now (tracemalloc, after the build)."""
     from tracedoc.signals.steps import gpu_events
     from tracedoc.signals.strings import frame_names, frame_threads
 
@@ -201,29 +204,11 @@ def test_gpu_events_copy_each_column_once():
     tracemalloc.start()
     try:
         g = gpu_events(ctx)
-        peak = tracemalloc.get_traced_memory()[1]
+        held, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert len(g) == 9096
     assert peak / len(g) < 185, peak / len(g)
-
-
-def test_gpu_events_hold_no_launch_columns_and_a_one_byte_kind():
-    """The frame held for the whole analysis: the launching call's start, end and thread are
-    derived from ``rt_pos`` where they are read (:func:`launch_of`), ``kind`` is a one-byte
-    ``Categorical`` and ``rt_pos`` int32. On this trace of the three kinds it held 150 bytes per
-    GPU event on fe5ed70 and 60 now (tracemalloc, after the build)."""
-    from tracedoc.signals.steps import gpu_events
-    from tracedoc.signals.strings import frame_names, frame_threads
-
-    ctx = SignalContext(load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None))
-    frame_names(ctx, "kernels"), frame_threads(ctx, "runtime")
-    tracemalloc.start()
-    try:
-        g = gpu_events(ctx)
-        held = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
     assert set(g["kind"].astype(str)) == {"kernel", "memcpy", "memset"}
     assert g["kind"].cat.codes.dtype == np.int8 and g["rt_pos"].dtype == np.int32
     assert not {"launch_ts_us", "launch_end_us", "launch_thread"} & set(g.columns)
