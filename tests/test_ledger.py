@@ -7,7 +7,10 @@ said otherwise, so work is queued from ``launch + 5``).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tracebuilder import V100, TraceBuilder, dataloader_bound
 
 import tracedoc
@@ -453,10 +456,6 @@ def test_launch_of_reads_the_launching_call_of_each_gpu_event(tmp_path):
         launch_of(c, g, "dur_us")
 
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.integers(0, 3), min_size=1, max_size=40),
@@ -467,7 +466,6 @@ def test_merging_one_owners_segments_keeps_every_owners_time(owners, lengths, ke
     """:func:`ledger._merge_same_owner` against the grid it merges: every original segment's
     middle lies in a merged segment of the same owner, each owner's total time is the same,
     the bounds asked for stay, and any other bound left separates two owners."""
-    import numpy as np
 
     grid = np.concatenate([[0.0], np.cumsum(lengths[: len(owners)], dtype=float)])
     labels = np.array(owners, dtype=np.int8)

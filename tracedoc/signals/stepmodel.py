@@ -157,7 +157,7 @@ from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.cpumodel import CPU_FIXES, cpu_model_error_ms, cpu_replay_saving_ms
 from tracedoc.signals.intervals import covered_before, covered_length, is_union, merge, subtract
 from tracedoc.signals.steps import complete_mask, dataloader_mask, gpu_events, launch_of, step_windows
-from tracedoc.signals.strings import on_threads
+from tracedoc.signals.strings import _narrow, on_threads
 
 #: Fallback only, for a device the peak table (:mod:`tracedoc.perf.peaks`, ``peaks.toml``) does not
 #: match: dense peak ratio of 16-bit Tensor Core (matrix core) throughput to FP32 (vector)
@@ -664,8 +664,9 @@ def _schedule(ctx: SignalContext) -> _Schedule:
 
 def _fit_int32(values: np.ndarray) -> np.ndarray:
     """``values`` (integers) as int32 when every one fits, else as they are: the schedule's
-    streams (``stream * 1024 + device``) and the anchor order are held for the whole analysis
-    (2.5 MiB less on 1 M small events, issue 24)."""
+    streams (``stream * 1024 + device``, not bounded by any frame's length) are held for the
+    whole analysis (issue 24). Indices below an array's length take
+    :func:`tracedoc.signals.strings._narrow` instead."""
     if not values.size or (values.min() >= -(2**31) and values.max() < 2**31):
         return values.astype(np.int32)
     return values
@@ -794,7 +795,7 @@ def _anchor_order(ctx: SignalContext) -> _AnchorOrder:
         prev = np.array(cs, dtype=float)[np.maximum(sch.a_step, 0)] if na else np.zeros(0)
         # each step's anchors, in order, from one stable sort: a scan of every anchor per step was
         # quadratic in the trace's length (11,667 steps of 35 M events, issue 24)
-        by_step = _fit_int32(np.argsort(sch.a_step, kind="stable"))
+        by_step = _narrow(np.argsort(sch.a_step, kind="stable"))  # anchor indices: below na
         bounds = np.searchsorted(sch.a_step[by_step], np.arange(nw + 1), side="left")
         for k in range(nw):
             sel = by_step[bounds[k] : bounds[k + 1]]

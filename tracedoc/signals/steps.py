@@ -29,7 +29,7 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import paint, per_window
-from tracedoc.signals.strings import _narrow, cached_name_mask, frame_names, frame_threads, owned_frame, texts
+from tracedoc.signals.strings import cached_name_mask, frame_names, frame_threads, owned_frame, texts
 
 BREAKDOWN_CATEGORIES = ("kernel", "communication", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
@@ -110,7 +110,8 @@ def gpu_events(ctx: SignalContext) -> pd.DataFrame:
         if len(kcodes):
             comm[: len(kcodes)] = comm_kernel_mask(texts(knames))[kcodes]
         g["comm"] = comm
-        g["rt_pos"] = _narrow(np.asarray(pos, dtype=np.int64))
+        # positions in trace.runtime: int32 unless that frame has 2**31 rows (issue 24)
+        g["rt_pos"] = np.asarray(pos, dtype=np.int32 if len(rt) < 2**31 else np.int64)
         return g
 
     return ctx.cached("gpu_events", build)
