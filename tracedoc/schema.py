@@ -6,9 +6,9 @@ from __future__ import annotations
 FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "ops": [
         ("name", "object"),
-        ("cat", "object"),
-        ("pid", "object"),
-        ("tid", "object"),
+        ("cat", "category"),
+        ("pid", "category"),
+        ("tid", "category"),
         ("ts_us", "float64"),
         ("dur_us", "float64"),
         ("end_us", "float64"),
@@ -16,10 +16,10 @@ FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
     ],
     "runtime": [
         ("name", "object"),
-        ("cat", "object"),
-        ("kind", "object"),
-        ("pid", "object"),
-        ("tid", "object"),
+        ("cat", "category"),
+        ("kind", "category"),
+        ("pid", "category"),
+        ("tid", "category"),
         ("ts_us", "float64"),
         ("dur_us", "float64"),
         ("end_us", "float64"),

@@ -9,7 +9,7 @@ import numpy as np
 
 from tracedoc.errors import TraceLoadError
 from tracedoc.load.reference import ColumnSink
-from tracedoc.load.shapes import DROP_SHAPE_ARG, SHAPE_COLUMNS
+from tracedoc.load.shapes import DROP_SHAPE_ARG, frame_columns
 from tracedoc.trace import FRAME_COLUMNS, Device, Trace, frame_from_columns
 
 _AMD_MARKERS = ("AMD", "Radeon", "Instinct")
@@ -406,10 +406,10 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
     devices = parse_devices(doc, sink.hip_runtime, dropped)
     if getattr(sink, "shape_args_dropped", 0):
         dropped[DROP_SHAPE_ARG] = sink.shape_args_dropped
-    ops = frames["ops"]
-    for col, _ in SHAPE_COLUMNS:  # the categories of the rows kept, whatever was dropped
-        if len(ops[col].cat.categories):
-            ops[col] = ops[col].cat.remove_unused_categories()
+    for kind, df in frames.items():  # the categories of the rows kept, whatever was dropped
+        for col, dtype in frame_columns(kind):
+            if dtype == "category" and len(df[col].cat.categories):
+                df[col] = df[col].cat.remove_unused_categories()
     if _is_mtia(frames):
         devices = _mtia_devices(frames, devices)
     return Trace(

@@ -26,7 +26,7 @@ from tracedoc.signals.steps import (  # noqa: F401  (STEP_PREFIX, optimizer_step
     optimizer_step_mask,
     step_windows,
 )
-from tracedoc.signals.strings import cached_name_mask, name_mask
+from tracedoc.signals.strings import cached_name_mask, name_mask, thread_labels
 
 ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
 
@@ -96,9 +96,11 @@ def optimizer_step_kernels(ctx: SignalContext) -> pd.DataFrame:
         rt = t.runtime
         rt = rt[(rt["kind"] == "launch") & rt["correlation"].notna()]
         ts = rt["ts_us"].to_numpy()
-        rt_key = (rt["pid"] + "/" + rt["tid"]).to_numpy()
+        rt_key = thread_labels(rt)
         inside = np.zeros(len(rt), dtype=bool)
-        for key, idx in sp.groupby(sp["pid"] + "/" + sp["tid"]).indices.items():  # one per thread
+        sp_key = thread_labels(sp)
+        for key in dict.fromkeys(sp_key.tolist()):  # one per thread
+            idx = np.flatnonzero(sp_key == key)
             s, e = merge(sp["ts_us"].to_numpy()[idx], sp["end_us"].to_numpy()[idx])
             k = np.searchsorted(s, ts, side="right") - 1
             inside |= (rt_key == key) & (k >= 0) & (ts <= e[np.maximum(k, 0)])

@@ -29,7 +29,7 @@ import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import paint, per_window
-from tracedoc.signals.strings import cached_name_mask, frame_names, frame_threads, owned_frame, texts
+from tracedoc.signals.strings import cached_name_mask, frame_names, frame_threads, owned_frame, texts, thread_labels
 
 BREAKDOWN_CATEGORIES = ("kernel", "communication", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
@@ -160,7 +160,7 @@ def step_spans(ctx: SignalContext) -> pd.DataFrame:
             return inferred_iterations(ctx)
         marks = ops[profiler_step_mask(ctx)]
         if len(marks):
-            key = (marks["pid"] + "/" + marks["tid"]).to_numpy(dtype=object)
+            key = thread_labels(marks)
             counts = pd.Series(key).value_counts()
             top = counts[counts == counts.max()].index
             first = pd.Series(marks["ts_us"].to_numpy(), index=key).groupby(level=0).min()

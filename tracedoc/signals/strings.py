@@ -102,17 +102,28 @@ def frame_threads(ctx, frame: str) -> tuple[np.ndarray, np.ndarray]:
     """``(codes, labels)``: an int32 code per row of ``ctx.trace.<frame>`` for its (pid, tid), and
     the ``"pid/tid"`` label of each code. Factorised once per context (no per-row string building)."""
 
-    def build() -> tuple[np.ndarray, np.ndarray]:
-        df = getattr(ctx.trace, frame)
-        if not len(df):
-            return np.zeros(0, dtype=np.int32), np.array([], dtype=object)
-        g = df.groupby(["pid", "tid"], sort=False, observed=True)
-        codes = _narrow(g.ngroup().to_numpy())
-        # with sort=False, ngroup() numbers groups in order of first appearance, as size() lists them
-        keys = [f"{p}/{t}" for p, t in g.size().index]
-        return codes, np.array(keys, dtype=object)
+    return ctx.cached(f"threads_{frame}", lambda: thread_codes(getattr(ctx.trace, frame)))
 
-    return ctx.cached(f"threads_{frame}", build)
+
+def thread_codes(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, labels)`` for the rows of ``df`` (a frame with ``pid`` and ``tid`` columns,
+    ``Categorical`` as the loaders give them or ``object``): an int32 code per row for its
+    (pid, tid), numbered in order of first appearance, and the ``"pid/tid"`` label of each code.
+    One groupby, no string built per row."""
+    if not len(df):
+        return np.zeros(0, dtype=np.int32), np.array([], dtype=object)
+    g = df.groupby(["pid", "tid"], sort=False, observed=True)
+    codes = _narrow(g.ngroup().to_numpy())
+    # with sort=False, ngroup() numbers groups in order of first appearance, as size() lists them
+    keys = [f"{p}/{t}" for p, t in g.size().index]
+    return codes, np.array(keys, dtype=object)
+
+
+def thread_labels(df: pd.DataFrame) -> np.ndarray:
+    """The ``"pid/tid"`` label of each row of ``df`` (shape ``(len(df),)``, ``object``): the
+    labels of :func:`thread_codes` taken per row, each label one shared string."""
+    codes, labels = thread_codes(df)
+    return labels[codes]
 
 
 def on_threads(ctx, frame: str, threads: set[str] | None) -> np.ndarray:
