@@ -174,7 +174,7 @@ def test_owned_frame_and_consumed_columns_are_not_copied():
     def columns() -> dict:
         out = {}
         for c, t in frame_columns("kernels"):
-            out[c] = np.array(["k"] * 4, dtype=object) if t == "object" else np.arange(4).astype(t)
+            out[c] = np.array(["k"] * 4, dtype=object) if t in ("object", "category") else np.arange(4).astype(t)
         return out
 
     given = columns()
@@ -224,28 +224,40 @@ def test_gpu_events_of_one_kind_share_the_trace_frame():
     g = gpu_events(SignalContext(trace))
     assert len(g) == len(trace.kernels) > 0
     for c in ("name", "device", "stream", "ts_us", "end_us", "correlation"):
-        assert np.shares_memory(g[c].to_numpy(), trace.kernels[c].to_numpy()), c
+        assert np.shares_memory(_stored(g[c]), _stored(trace.kernels[c])), c
         assert g[c].tolist() == trace.kernels[c].tolist()
     assert (g["kind"] == "kernel").all()
 
 
-def test_names_and_threads_codes_are_int32():
-    """The names and (pid, tid) codes of the trace's frames are held for the whole analysis:
-    int32, half of pandas' int64 (issue 24), and the same codes."""
+def _stored(column: pd.Series) -> np.ndarray:
+    """The array a column keeps its rows in: a ``Categorical``'s codes, else its values."""
+    return column.array.codes if isinstance(column.dtype, pd.CategoricalDtype) else column.to_numpy()
+
+
+def test_names_and_threads_codes_are_the_frames_own_or_int32():
+    """The names and (pid, tid) codes of the trace's frames are held for the whole analysis
+    (issue 24). Names: the name column's own codes (one or two bytes a row, a view of the
+    frame, no copy); an ``object`` name column (a hand-built trace) is factorised into int32
+    codes. Threads: int32, half of pandas' int64. Both give the rows' values back."""
     from tracedoc.signals.strings import frame_names, frame_threads
 
     trace = load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None)
     ctx = SignalContext(trace)
     for frame in ("ops", "runtime", "kernels"):
         codes, uniques = frame_names(ctx, frame)
-        assert codes.dtype == np.int32
-        assert uniques[codes].tolist() == getattr(trace, frame)["name"].tolist()
+        names = getattr(trace, frame)["name"]
+        assert codes.dtype.itemsize <= 2 and np.shares_memory(codes, _stored(names))
+        assert uniques[codes].tolist() == names.tolist()
         if frame == "kernels":  # a kernel has a device and stream, no thread
             continue
         codes, labels = frame_threads(ctx, frame)
         df = getattr(trace, frame)
         assert codes.dtype == np.int32
         assert labels[codes].tolist() == (df["pid"].astype(str) + "/" + df["tid"].astype(str)).tolist()
+    hand = SignalContext(trace)
+    trace.kernels = trace.kernels.assign(name=trace.kernels["name"].astype(object))
+    codes, uniques = frame_names(hand, "kernels")
+    assert codes.dtype == np.int32 and uniques[codes].tolist() == trace.kernels["name"].tolist()
 
 
 def test_kernel_op_positions_are_built_once_and_shared():
@@ -311,3 +323,45 @@ def test_elementwise_candidates_are_tested_without_a_python_int_per_kernel():
     want = np.array([int(p) in info for p in op_pos], dtype=bool)
     assert (c["op_pos"] >= 0).tolist() == want.tolist()
     assert peak / len(kern) < 135, peak / len(kern)
+
+
+def test_text_columns_of_the_frames_take_a_byte_or_two_a_row():
+    """The loaders' text columns (name, cat, kind, pid, tid) are ``Categorical``s with sorted
+    categories, from both loaders alike: the ops and runtime frames take under 48 bytes a row
+    (four float64 columns and the codes), where ``object`` columns took 8 bytes a row each
+    (68 and 72 bytes a row at 075b7dc)."""
+    path = real_trace("v100_resnet50_workers0.pt.trace.json.gz")
+    fast, ref = load(path, cache=None), load(path, cache=None, engine="reference")
+    for frame, cols in (("ops", ("name", "cat", "pid", "tid")), ("runtime", ("name", "cat", "kind", "pid", "tid"))):
+        df = getattr(fast, frame)
+        for c in cols:
+            assert isinstance(df[c].dtype, pd.CategoricalDtype), (frame, c)
+            cats = df[c].cat.categories.tolist()
+            assert cats == sorted(set(df[c].tolist())), (frame, c)
+            assert df[c].cat.codes.dtype.itemsize <= 2
+        per_row = df.memory_usage(deep=False, index=False).sum() / len(df)
+        assert per_row < 48, (frame, per_row)
+        pd.testing.assert_frame_equal(df, getattr(ref, frame))
+
+
+def test_text_rows_keeps_a_categorical_as_codes_and_thread_labels_read_either_dtype():
+    """A derived frame's text column taken from a ``Categorical`` stays one (codes taken, the
+    same categories), equal row for row to the ``object`` take; ``thread_labels`` gives the
+    same ``"pid/tid"`` keys for ``Categorical`` and ``object`` thread columns."""
+    from tracedoc.signals.strings import text_rows, thread_labels
+    from tracedoc.trace import text_categorical
+
+    names = ["b", "a", "c", "a", "b", "c", "a"]
+    cat, obj = pd.Series(text_categorical(names)), pd.Series(names, dtype=object)
+    keep = np.array([True, False, True, True, False, False, True])
+    pos = np.array([6, 0, 2])
+    for take in (lambda v: v[keep], lambda v: v[pos]):
+        got = text_rows(cat, take, pd.RangeIndex(int(take(np.arange(7)).size)))
+        assert got.dtype == cat.dtype and got.array.codes.dtype == np.int8
+        assert got.tolist() == text_rows(obj, take).tolist() == take(np.array(names, dtype=object)).tolist()
+        assert text_rows(obj, take).dtype == object
+    pid, tid = ["1", "1", "2", "1"], ["7", "8", "7", "7"]
+    as_cat = pd.DataFrame({"pid": text_categorical(pid), "tid": text_categorical(tid)})
+    as_obj = pd.DataFrame({"pid": pd.Series(pid, dtype=object), "tid": pd.Series(tid, dtype=object)})
+    want = ["1/7", "1/8", "2/7", "1/7"]
+    assert thread_labels(as_cat).tolist() == thread_labels(as_obj).tolist() == want

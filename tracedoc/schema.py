@@ -5,7 +5,7 @@ from __future__ import annotations
 
 FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "ops": [
-        ("name", "object"),
+        ("name", "category"),
         ("cat", "category"),
         ("pid", "category"),
         ("tid", "category"),
@@ -15,7 +15,7 @@ FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("external_id", "float64"),
     ],
     "runtime": [
-        ("name", "object"),
+        ("name", "category"),
         ("cat", "category"),
         ("kind", "category"),
         ("pid", "category"),
@@ -26,7 +26,7 @@ FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("correlation", "float64"),
     ],
     "kernels": [
-        ("name", "object"),
+        ("name", "category"),
         ("device", "int64"),
         ("stream", "int64"),
         ("ts_us", "float64"),

@@ -7,21 +7,23 @@ Frames (one row per event; empty frames keep their columns):
 
 ``ops`` -- CPU ops and CPU-side annotations (categories ``cpu_op``, ``user_annotation``,
     ``python_function``; the old ``Operator`` maps to ``cpu_op``):
-    name (str), cat, pid, tid (Categorical of str), ts_us, dur_us, end_us (float64),
+    name, cat, pid, tid (Categorical of str), ts_us, dur_us, end_us (float64),
     external_id (float64, NaN when absent); input_dims, input_types, input_strides,
     concrete_inputs (category: the recorded inputs as compact JSON text, NaN when not
     recorded; see the :class:`Trace` docstring and :mod:`tracedoc.load.shapes`).
-``runtime`` -- CUDA/HIP runtime and driver calls: name (str), cat, kind (launch | memcpy |
+``runtime`` -- CUDA/HIP runtime and driver calls: name, cat, kind (launch | memcpy |
     memset | sync | other), pid, tid (Categorical of str), ts_us, dur_us, end_us,
     correlation (float64, NaN when absent).
 
-The ``cat``, ``kind``, ``pid`` and ``tid`` columns are dictionary-encoded (a ``Categorical``
-whose categories are the distinct strings present, sorted, and whose codes take one byte
-below 128 of them: :func:`text_categorical`): a trace repeats a few threads and categories
-over millions of events, and an ``object`` column held an 8-byte pointer per row (issue 24:
-about 18 MiB on 1 M small events). ``==``, ``isin`` and groupbys read them as strings do;
-:func:`tracedoc.signals.strings.thread_labels` builds ``"pid/tid"`` keys.
-``kernels`` -- GPU kernels: name, device (int), stream (int), ts_us, dur_us, end_us,
+The ``name`` columns of ``ops``, ``runtime`` and ``kernels`` and the ``cat``, ``kind``,
+``pid`` and ``tid`` columns are dictionary-encoded (a ``Categorical`` whose categories are
+the distinct strings present, sorted, and whose codes take one byte below 128 of them, two
+below 32,768: :func:`text_categorical`): a trace repeats a few thousand names and a few
+threads over millions of events, and an ``object`` column held an 8-byte pointer per row
+(issue 24: about 26 MiB on 1 M small events). ``==``, ``isin``, ``.str`` and groupbys read
+them as strings do; :func:`tracedoc.signals.strings.thread_labels` builds ``"pid/tid"`` keys
+and :func:`tracedoc.signals.strings.text_rows` takes rows of one for a derived frame.
+``kernels`` -- GPU kernels: name (Categorical of str), device (int), stream (int), ts_us, dur_us, end_us,
     correlation, blocks_per_sm, warps_per_sm, occupancy_pct (float64, NaN when the
     trace does not record them).
 ``memcpys`` -- GPU memory copies: name, copy_kind (HtoD, DtoH, DtoD, ...), src_memory
@@ -102,8 +104,8 @@ class Trace:
     Frames and columns:
 
     - ``ops`` -- CPU ops and annotations (``cpu_op``, ``user_annotation``,
-      ``python_function``): name (str), cat, pid, tid (``Categorical`` of str, as in the
-      module docstring), ts_us, dur_us, end_us (µs),
+      ``python_function``): name, cat, pid, tid (``Categorical`` of str, as in the module
+      docstring), ts_us, dur_us, end_us (µs),
       external_id (float64, NaN when absent), and the inputs recorded with
       ``record_shapes=True``: input_dims (Kineto's ``Input Dims``), input_types (``Input
       type``), input_strides (``Input Strides``), concrete_inputs (``Concrete Inputs``). Each
@@ -116,12 +118,12 @@ class Trace:
       (:data:`tracedoc.load.shapes.SHAPE_TEXT_MAX_CHARS`); each dropped value is counted in
       ``dropped_events`` under :data:`tracedoc.load.shapes.DROP_SHAPE_ARG` and the op is kept.
       The categories are the distinct texts present, sorted (a filtered frame keeps them all).
-    - ``runtime`` -- CUDA/HIP runtime and driver calls: name (str), cat, kind (launch |
-      memcpy | memset | sync | other), pid, tid (``Categorical`` of str), ts_us, dur_us,
-      end_us (µs), correlation.
-    - ``kernels`` -- GPU kernels: name, device (int), stream (int), ts_us, dur_us, end_us
-      (µs), correlation, blocks_per_sm, warps_per_sm, occupancy_pct (%; NaN when not
-      recorded).
+    - ``runtime`` -- CUDA/HIP runtime and driver calls: name, cat, kind (launch | memcpy |
+      memset | sync | other), pid, tid (``Categorical`` of str), ts_us, dur_us, end_us (µs),
+      correlation.
+    - ``kernels`` -- GPU kernels: name (``Categorical`` of str), device (int), stream (int),
+      ts_us, dur_us, end_us (µs), correlation, blocks_per_sm, warps_per_sm, occupancy_pct (%;
+      NaN when not recorded).
     - ``memcpys`` -- GPU copies: name, copy_kind (HtoD, DtoH, DtoD, ...), src_memory,
       dst_memory (Pageable, Pinned, Device, Host, unknown), device, stream, ts_us, dur_us,
       end_us (µs), bytes (float64, NaN when absent), correlation.

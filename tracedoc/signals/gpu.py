@@ -20,7 +20,7 @@ from tracedoc.signals.steps import (
     rows_of,
     step_windows,
 )
-from tracedoc.signals.strings import owned_frame, texts
+from tracedoc.signals.strings import owned_frame, text_rows, texts
 
 
 def _require_kernels(ctx: SignalContext) -> None:
@@ -168,7 +168,7 @@ def _categorised_kernels(ctx: SignalContext) -> tuple[pd.DataFrame, int]:
             raise SignalUnavailable("no kernel starts inside a step window")
         n = max(int(complete_mask(ctx).sum()), 1)
         idx = ko.index[keep]
-        names = texts(rows_of(ko["name"].to_numpy(dtype=object), keep), idx)
+        names = text_rows(ko["name"], lambda v: rows_of(v, keep), idx)
         comm = comm_kernel_mask(names)
         tc = ko["tensor_core"].to_numpy(dtype=bool)[keep] & ~comm
         elig = ko["eligible"].to_numpy(dtype=bool)[keep] & ~comm & ~tc

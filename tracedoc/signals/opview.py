@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
-from tracedoc.signals.strings import owned_frame, texts
+from tracedoc.signals.strings import owned_frame, text_rows, texts
 
 #: Rows of each view (largest GPU time first).
 TOP_N = 15
@@ -80,7 +80,7 @@ def _op_calls(ctx: SignalContext) -> tuple[pd.DataFrame, pd.DataFrame, int]:
         out = owned_frame(
             {
                 # views of the kernels' columns where the windows keep one run of them
-                "name": texts(rows_of(ko["name"].to_numpy(dtype=object), keep)),
+                "name": text_rows(ko["name"], lambda v: rows_of(v, keep)),
                 "dur_us": rows_of(ko["dur_us"].to_numpy(dtype=float), keep),
                 "occupancy_pct": rows_of(k["occupancy_pct"].to_numpy(dtype=float), keep),
                 "op_pos": rows_of(kernel_op_pos(ctx), keep),
@@ -129,7 +129,7 @@ def _groups(ctx: SignalContext) -> tuple[pd.DataFrame, pd.Series]:
         ops = ctx.trace.ops
         pos = per_call.index.to_numpy()
         idx = per_call.index
-        cols = {"name": texts(ops["name"].to_numpy(dtype=object)[pos], idx)}
+        cols = {"name": text_rows(ops["name"], lambda v: v[pos], idx)}
         for c in SHAPE_COLUMNS:
             cols[c] = texts(ops[c].to_numpy(dtype=object)[pos] if c in ops.columns else [None] * len(pos), idx)
         calls = owned_frame(cols, index=idx).assign(

@@ -36,6 +36,18 @@ def texts(values, index=None) -> pd.Series:
     return pd.Series(values, index=index, dtype=object, copy=False)
 
 
+def text_rows(column: pd.Series, take: Callable[[np.ndarray], np.ndarray], index=None) -> pd.Series:
+    """A derived frame's text column: ``take`` (a row selection of a per-row array: a boolean
+    mask, positions, or :func:`tracedoc.signals.steps.rows_of`) applied to ``column`` (a
+    trace frame's text column, shape ``(n,)``). A ``Categorical`` column (the loaders' name,
+    category and thread columns) stays one: ``take`` runs on its codes, one or two bytes a row,
+    with the same categories; an ``object`` column becomes :func:`texts` of the rows taken.
+    Materialised, the names of a derived frame were an 8-byte pointer a row each (issue 24)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return pd.Series(pd.Categorical.from_codes(take(column.array.codes), dtype=column.dtype), index=index)
+    return texts(take(column.to_numpy(dtype=object)), index)
+
+
 def owned_frame(columns: dict, index=None) -> pd.DataFrame:
     """A derived frame over ``columns`` (name -> array or Series, all of one length) that takes
     the arrays as they are: pandas 3's constructor copies every numpy array it is given, so a
@@ -67,12 +79,17 @@ def startswith_mask(names: pd.Series, prefix: str) -> np.ndarray:
 
 
 def frame_names(ctx, frame: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(codes, uniques)`` of the ``name`` column of ``ctx.trace.<frame>``, factorised once per
-    context; the codes are int32 (:func:`_narrow`)."""
+    """``(codes, uniques)`` of the ``name`` column of ``ctx.trace.<frame>`` (shapes ``(n,)`` and
+    ``(distinct,)``), once per context: a ``Categorical`` column's own codes (int8 or int16, a
+    view) and categories, else factorised, the codes int32 (:func:`_narrow`). Index the
+    uniques or a per-name array with the codes; do no arithmetic on them."""
     df = getattr(ctx.trace, frame)
 
     def build() -> tuple[np.ndarray, np.ndarray]:
-        codes, uniques = pd.factorize(df["name"], sort=False)
+        names = df["name"]
+        if isinstance(names.dtype, pd.CategoricalDtype):  # the loaders': its own codes, no copy
+            return names.array.codes, np.asarray(names.cat.categories, dtype=object)
+        codes, uniques = pd.factorize(names, sort=False)
         return _narrow(codes), uniques
 
     return ctx.cached(f"names_{frame}", build)
