@@ -156,6 +156,41 @@ def test_per_window_in_chunks_sums_as_one_pass(layers, windows, chunk):
     assert got.tobytes() == whole.tobytes()
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_layer, min_size=1, max_size=4),
+    st.lists(st.tuples(_times, st.integers(min_value=0, max_value=9).map(float)), min_size=1, max_size=6),
+    st.integers(min_value=1, max_value=12),
+    st.booleans(),
+)
+def test_paint_per_window_in_groups_is_the_whole_paint_to_the_bit(layers, windows, group, nan):
+    """Painted a group of windows at a time (groups of 1 to 12 bounds, so a group is often one
+    window, and intervals cross the groups' edges), the per-window sums are those of one paint
+    of the whole span, to the last bit; a layer with a NaN bound takes the whole paint."""
+    import tracedoc.signals.intervals as iv
+
+    spans, t = [], -10.0
+    for gap, length in windows:  # sorted, disjoint windows, touching ones and empty ones included
+        t += abs(gap) % 7
+        spans.append((t, t + length))
+        t += length
+    ws = np.array([a for a, _ in spans], dtype=float)
+    we = np.array([b for _, b in spans], dtype=float)
+    if nan:
+        layers = [*layers, (np.array([1.0, np.nan]), np.array([3.0, 5.0]))]
+    to_label = np.arange(len(layers) + 1, dtype=np.int8)[::-1].copy()  # any map of layers to labels
+    grid, assigned = paint(layers, ws.min(), we.max(), [ws, we])
+    whole = iv.per_window(grid, to_label[assigned], len(layers) + 1, ws, we)
+    old = iv.PAINT_GROUP_BOUNDS
+    try:
+        iv.PAINT_GROUP_BOUNDS = group
+        got = iv.paint_per_window(layers, to_label, len(layers) + 1, ws, we)
+    finally:
+        iv.PAINT_GROUP_BOUNDS = old
+    assert got.shape == whole.shape
+    assert got.tobytes() == whole.tobytes()
+
+
 def test_paint_holds_one_array_of_the_grid_not_three():
     """Two layers of 200,000 disjoint intervals each. Each layer's coverage was counted in two
     int64 arrays of the whole grid and the distinct bounds copied out of the sorted buffer:
@@ -230,6 +265,67 @@ def test_subtract_is_the_set_difference_in_merged_form(a, b):
     s, e = subtract(*a, *b)
     assert list(zip(s.tolist(), e.tolist(), strict=True)) == _cells_to_runs(cells(a) - cells(b))
     assert s.dtype == np.float64 and e.dtype == np.float64
+
+
+@settings(max_examples=200, deadline=None)
+@given(_layer, _layer, _layer, st.integers(1, 3))
+def test_subtract_in_parts_and_region_by_region_gives_the_same_arrays(a, b, c, part):
+    """The pieces written a few at a time (``_SUBTRACT_PART`` of 1 to 3, so parts end inside an
+    interval of ``a``) are the pieces written at once; and ``a`` less ``b`` then less ``c`` is
+    ``a`` less their union, array for array (the step model's ``other_cpu`` region subtracts its
+    regions in turn)."""
+    from tracedoc.signals import intervals
+
+    whole = intervals.subtract(*a, *b)
+    saved = intervals._SUBTRACT_PART
+    intervals._SUBTRACT_PART = part
+    try:
+        parts = intervals.subtract(*a, *b)
+    finally:
+        intervals._SUBTRACT_PART = saved
+    assert [x.tolist() for x in parts] == [x.tolist() for x in whole]
+    both = (np.concatenate([b[0], c[0]]), np.concatenate([b[1], c[1]]))
+    in_turn = intervals.subtract(*intervals.subtract(*a, *b), *c)
+    assert [x.tolist() for x in in_turn] == [x.tolist() for x in intervals.subtract(*a, *both)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_layer, _layer, st.booleans())
+def test_union_of_is_the_merge_of_both(a, b, nest):
+    """``union_of(a, b)`` is ``merge`` of the two concatenated, array for array, whether ``b``'s
+    intervals lie inside ``a``'s spans (then dropped unmerged: ``nest`` keeps only those) or not."""
+    from tracedoc.signals.intervals import merge, union_of
+
+    if nest and a[0].size:
+        k = np.searchsorted(a[0], b[0], side="right") - 1
+        ok = (k >= 0) & (b[1] <= a[1][np.maximum(k, 0)])
+        b = (b[0][ok], b[1][ok])
+    got = union_of(*a, *b)
+    want = merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+    assert [x.tolist() for x in got] == [x.tolist() for x in want]
+    assert got[0].dtype == np.float64 and got[1].dtype == np.float64
+
+
+@settings(max_examples=300, deadline=None)
+@given(_layer, st.lists(st.tuples(_times, _times), min_size=1, max_size=8))
+def test_a_region_removed_whole_reads_its_covered_length_with_the_same_floats(layer, queries):
+    """The step model's ``removed(a, b)`` for one union region at factor 0 (its covered length in
+    ``[a, b)``, from the region's prefix sums) equals, float for float, the breakpoint form the
+    general case builds (the same region listed twice takes that path), and the region's own
+    covered length."""
+    from tracedoc.signals.intervals import covered_length, merge
+    from tracedoc.signals.stepmodel import _Removed
+
+    region = merge(*layer)
+    regions = {"r": region}
+    whole = _Removed(regions, (("r", 0.0),))
+    general = _Removed(regions, (("r", 0.0), ("r", 0.0)))
+    a = np.array([min(x, y) + 0.5 for x, y in queries])
+    b = np.array([max(x, y) + 0.25 for x, y in queries])
+    assert (whole.whole is not None) == bool(region[0].size)
+    assert whole(a, b).tolist() == general(a, b).tolist()
+    if region[0].size:
+        assert whole(a, b).tolist() == covered_length(*region, a, b).tolist()
 
 
 def test_rows_of_is_a_view_for_one_run():

@@ -115,28 +115,77 @@ def subtract(
     """Set difference ``union(a) - union(b)`` as sorted disjoint intervals (the form
     :func:`merge` returns: empty ones dropped, touching ones joined).
 
-    Each interval of ``union(a)`` is cut by the gaps of ``union(b)`` (its complement, as
-    ``[be_i, bs_{i+1})``) that it overlaps: every bound is one of the inputs' own, nothing is
-    computed, and the pieces are already in merged form (the gaps of a union neither overlap nor
-    touch, nor do the intervals of ``union(a)``). O((n_a + n_b) log) with two arrays of
-    ``union(b)`` beside the result: a grid of every bound and two coverage counts over it made
-    the step model's schedule build peak at its end (84 MiB on 1 M small events, issue 24).
+    Each interval of ``union(a)`` is cut by the gaps of ``union(b)`` (its complement: gap ``j``
+    is ``[be[j - 1], bs[j])``, with ``-inf`` and ``+inf`` at the two ends) that it overlaps:
+    every bound is one of the inputs' own, nothing is computed, and the pieces are already in
+    merged form (the gaps of a union neither overlap nor touch, nor do the intervals of
+    ``union(a)``). O((n_a + n_b) log). An input that is already a union (:func:`is_union`) is
+    read as it is, and the pieces are written into the result :data:`_SUBTRACT_PART` at a time,
+    so the transient is the result and a part's indices: the schedule's CPU regions (0.7 M spans
+    on 1 M small events) made the step model's schedule build peak at this function (issue 24).
     """
-    as_, ae = merge(a_starts, a_ends)
-    bs, be = merge(b_starts, b_ends)
+    as_, ae = _as_union(a_starts, a_ends)
+    bs, be = _as_union(b_starts, b_ends)
     if as_.size == 0 or bs.size == 0:
         return as_, ae
-    gap_s = np.concatenate([[-np.inf], be])  # gap j is [gap_s[j], gap_e[j])
-    gap_e = np.concatenate([bs, [np.inf]])
-    first = np.searchsorted(gap_e, as_, side="right")  # the first gap ending after the start
-    stop = np.searchsorted(gap_s, ae, side="left")  # gaps starting before the end
+    nb = bs.size
+    first = np.searchsorted(bs, as_, side="right")  # the first gap ending after the start
+    stop = np.searchsorted(be, ae, side="left") + 1  # one past the last gap starting before the end
     counts = np.maximum(stop - first, 0)
-    owner = np.repeat(np.arange(as_.size), counts)
-    gap = np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts) + first[owner]
-    starts = np.maximum(gap_s[gap], as_[owner])
-    ends = np.minimum(gap_e[gap], ae[owner])
-    keep = ends > starts
-    return starts[keep], ends[keep]
+    ends_at = np.cumsum(counts)  # pieces of a's intervals up to and including each
+    total = int(ends_at[-1])
+    out_s, out_e = np.empty(total), np.empty(total)
+    for p0 in range(0, total, _SUBTRACT_PART):
+        flat = np.arange(p0, min(p0 + _SUBTRACT_PART, total))
+        owner = np.searchsorted(ends_at, flat, side="right")  # the interval of a each piece cuts
+        gap = flat - (ends_at[owner] - counts[owner]) + first[owner]
+        del flat
+        gs = np.where(gap > 0, be[np.maximum(gap - 1, 0)], -np.inf)
+        np.maximum(gs, as_[owner], out=out_s[p0 : p0 + gap.size])
+        ge = np.where(gap < nb, bs[np.minimum(gap, nb - 1)], np.inf)
+        np.minimum(ge, ae[owner], out=out_e[p0 : p0 + gap.size])
+        del gs, ge, gap, owner
+    keep = out_e > out_s  # every piece is non-empty (gap and interval overlap); kept as a guard
+    if not keep.all():
+        return out_s[keep], out_e[keep]
+    return out_s, out_e
+
+
+def union_of(
+    a_starts: np.ndarray, a_ends: np.ndarray, b_starts: np.ndarray, b_ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``merge`` of the intervals of ``a`` and ``b`` together (the same arrays), without sorting
+    every one of them: ``b``'s intervals that lie inside one span of ``union(a)`` add nothing and
+    are dropped first, so where ``b`` nests in ``a`` (launch calls inside the ops that make them)
+    the result is ``union(a)`` itself, and only ``b``'s other intervals are merged into it. On
+    1 M small events, merging the concatenation (its sort, its running maximum) was the step
+    model's schedule build's peak (issue 24)."""
+    us, ue = _as_union(a_starts, a_ends)
+    bs = np.asarray(b_starts, dtype=np.float64)
+    be = np.asarray(b_ends, dtype=np.float64)
+    if us.size and bs.size:
+        k = np.searchsorted(us, bs, side="right") - 1
+        inside = (k >= 0) & (be <= ue[np.maximum(k, 0)]) & (bs >= us[np.maximum(k, 0)])
+        del k
+        if inside.any():
+            bs, be = bs[~inside], be[~inside]
+    if not bs.size:
+        return us, ue
+    return merge(np.concatenate([us, bs]), np.concatenate([ue, be]))
+
+
+#: Pieces :func:`subtract` writes at once.
+_SUBTRACT_PART = 1 << 16
+
+
+def _as_union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``merge(starts, ends)``, but the arrays as they are (float64, no copy) when they are a
+    union already (:func:`is_union`): ``merge`` would return the same values."""
+    s = np.asarray(starts, dtype=np.float64)
+    e = np.asarray(ends, dtype=np.float64)
+    if s.size and is_union(s, e):
+        return s, e
+    return merge(s, e)
 
 
 def paint(
@@ -277,6 +326,63 @@ def per_window(
     return out
 
 
+def paint_per_window(
+    layers: list[tuple[np.ndarray, np.ndarray]],
+    to_label: np.ndarray,
+    n_labels: int,
+    win_start: np.ndarray,
+    win_end: np.ndarray,
+) -> np.ndarray:
+    """``per_window(grid, to_label[assigned], n_labels, win_start, win_end)`` of
+    ``paint(layers, win_start.min(), win_end.max(), [win_start, win_end])`` (shape
+    ``(len(win_start), n_labels)``, µs; ``to_label`` maps a layer's index, and ``len(layers)``
+    for none, to its label), painted a group of consecutive windows at a time.
+
+    Each group holds about :data:`PAINT_GROUP_BOUNDS` bounds of the layers' unions, and is
+    painted over its own span ``[win_start[k0], win_end[k1 - 1])`` from the intervals of each
+    union that overlap it (a slice: the unions are sorted). Its grid inside that span is the
+    whole paint's (every bound inside it, clipped ones land on its window edges), every segment
+    gets the same layer, and each window's segments are added in the same order: the same
+    floats. The transient is one group's grid and labels, not the whole trace's (issue 24: the
+    step breakdown's paint of 2 M bounds on 1 M small events was one of the analysis's peaks).
+    Windows must be sorted and disjoint (as :func:`per_window` requires); a layer holding a NaN
+    (not a union) takes the one whole paint.
+    """
+    nw = len(win_start)
+    out = np.zeros((nw, n_labels))
+    if nw == 0:
+        return out
+    unions = [_union(a, b) for a, b in layers]
+    if not all(d for _, _, d in unions):
+        grid, assigned = paint(layers, win_start.min(), win_end.max(), [win_start, win_end])
+        return per_window(grid, to_label[assigned], n_labels, win_start, win_end)
+    # bounds per window: 2 per union interval overlapping it (an upper bound, enough to group)
+    weight = np.full(nw, 2.0)
+    for a, b, _ in unions:
+        weight += 2.0 * (np.searchsorted(a, win_end, side="left") - np.searchsorted(b, win_start, side="right"))
+    reach = np.cumsum(weight)
+    k0 = 0
+    while k0 < nw:
+        base = reach[k0 - 1] if k0 else 0.0
+        k1 = max(int(np.searchsorted(reach, base + PAINT_GROUP_BOUNDS, side="right")), k0 + 1)
+        lo, hi = float(win_start[k0]), float(win_end[k1 - 1])
+        part = []
+        for a, b, _ in unions:
+            i0 = int(np.searchsorted(b, lo, side="right"))  # the first interval ending after lo
+            i1 = int(np.searchsorted(a, hi, side="left"))  # one past the last starting before hi
+            part.append((a[i0:i1], b[i0:i1]) if i1 > i0 else (a[:0], b[:0]))
+        ws, we = win_start[k0:k1], win_end[k0:k1]
+        grid, assigned = paint(part, lo, hi, [ws, we])
+        out[k0:k1] = per_window(grid, to_label[assigned], n_labels, ws, we)
+        del grid, assigned, part
+        k0 = k1
+    return out
+
+
+#: Bounds :func:`paint_per_window` paints at once (2**18: a few MiB of grid and labels).
+PAINT_GROUP_BOUNDS = 1 << 18
+
+
 #: Segments :func:`per_window` sums at once (2**18: about 15 MiB of transients).
 PER_WINDOW_CHUNK = 1 << 18
 
@@ -318,11 +424,14 @@ def covered_length(
         return np.zeros(a.shape)
     if before is None:
         before = covered_before(starts, ends)
+    return np.maximum(covered_upto(starts, ends, before, b) - covered_upto(starts, ends, before, a), 0.0)
 
-    def upto(x: np.ndarray) -> np.ndarray:  # covered length of (-inf, x)
-        k = np.searchsorted(starts, x, side="right")  # intervals starting at or before x
-        last = np.maximum(k - 1, 0)
-        part = np.clip(np.minimum(x, ends[last]) - starts[last], 0.0, None)
-        return np.where(k > 0, before[last] + part, 0.0)
 
-    return np.maximum(upto(b) - upto(a), 0.0)
+def covered_upto(starts: np.ndarray, ends: np.ndarray, before: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Length (µs) of the sorted, disjoint intervals ``[starts, ends)`` (non-empty) that lies
+    before each ``x`` (the covered length of ``(-inf, x)``), shape of ``x``; ``before`` is
+    :func:`covered_before` of the same intervals. O(m log n) for m points."""
+    k = np.searchsorted(starts, x, side="right")  # intervals starting at or before x
+    last = np.maximum(k - 1, 0)
+    part = np.clip(np.minimum(x, ends[last]) - starts[last], 0.0, None)
+    return np.where(k > 0, before[last] + part, 0.0)

@@ -155,7 +155,7 @@ import numpy as np
 from tracedoc.signals.attention import FUSED_ATTENTION_FACTOR  # re-exported: the fused_attention fallback
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.cpumodel import CPU_FIXES, cpu_model_error_ms, cpu_replay_saving_ms
-from tracedoc.signals.intervals import covered_before, covered_length, is_union, merge, subtract
+from tracedoc.signals.intervals import covered_before, covered_length, covered_upto, is_union, merge, subtract, union_of
 from tracedoc.signals.steps import complete_mask, dataloader_mask, gpu_events, launch_of, step_windows
 from tracedoc.signals.strings import _narrow, on_threads
 
@@ -604,8 +604,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             "optimizer_step": op_region(optimizer_step_mask(ctx) if len(ops) else np.zeros(0, dtype=bool)),
             "zero_grad": op_region(zero_grad_mask(ctx) if len(ops) else np.zeros(0, dtype=bool)),
             "launching_ops": subtract(
-                np.concatenate([o_ts[lo], r_ts[launch_calls]]),
-                np.concatenate([o_end[lo], r_end[launch_calls]]),
+                *union_of(o_ts[lo], o_end[lo], r_ts[launch_calls], r_end[launch_calls]),
                 r_ts[rt_on & startup],
                 r_end[rt_on & startup],
             ),
@@ -633,11 +632,14 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         # already (launching_ops is every launch call and launching op less the start-up calls),
         # and a union is the same set whichever of its parts are listed twice
         extra = ~launch_calls[anchors]
-        busy_s = np.concatenate([x[0] for x in others] + [a_ts[extra]])
-        busy_e = np.concatenate([x[1] for x in others] + [a_end[extra]])
+        # the steps' CPU spans less each region in turn (a union at every step: the same
+        # intervals as less the union of all, without a copy of every region's spans)
+        rest_s, rest_e = subtract(cs, ce, a_ts[extra], a_end[extra])
         del extra
-        regions["other_cpu"] = subtract(cs, ce, busy_s, busy_e)
-        del busy_s, busy_e
+        for x in others:
+            rest_s, rest_e = subtract(rest_s, rest_e, *x)
+        regions["other_cpu"] = (rest_s, rest_e)
+        del rest_s, rest_e
         return _Schedule(
             a_ts,
             a_end,
@@ -674,12 +676,26 @@ def _fit_int32(values: np.ndarray) -> np.ndarray:
 
 class _Removed:
     """``removed(a, b)`` of a transformation (module docstring): the integral of ``1 - s(t)``
-    over ``[a, b)``, vectorised; ``s(t)`` the smallest factor of the regions covering ``t``."""
+    over ``[a, b)``, vectorised; ``s(t)`` the smallest factor of the regions covering ``t``.
+
+    One region removed whole (``s = 0``, as most fixes do), a union as the schedule's regions
+    are: ``removed(a, b)`` is its covered length inside ``[a, b)``
+    (:func:`~tracedoc.signals.intervals.covered_upto` over the region's prefix sums), one
+    float per span held, where the breakpoints, rates and running sums below hold six: 15 MiB
+    of a replay's transients on 1 M small events (issue 24). The floats are the same: with a
+    rate of 1 between a span's bounds and 0 between spans, both add the same lengths in the
+    same order."""
 
     def __init__(self, regions: dict[str, tuple[np.ndarray, np.ndarray]], scale: tuple[tuple[str, float], ...]):
         parts = [(regions[r], s) for r, s in scale if s < 1.0 and regions[r][0].size]
+        self.whole: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         if not parts:
             self.bp = np.zeros(0)
+            return
+        if len(parts) == 1 and parts[0][1] == 0.0 and is_union(*parts[0][0]):
+            (st, en), _ = parts[0]
+            self.whole = (st, en, covered_before(st, en))
+            self.bp = st
             return
         if len(parts) == 1 and is_union(*parts[0][0]):
             # one region, a union (as the schedule's are): its bounds alternate start, end, and
@@ -713,6 +729,9 @@ class _Removed:
         flat, dest = x.reshape(-1), out.reshape(-1)
         for lo in range(0, flat.size, _SHARES_CHUNK):
             part = flat[lo : lo + _SHARES_CHUNK]
+            if self.whole is not None:
+                dest[lo : lo + part.size] = covered_upto(*self.whole, part)
+                continue
             j = np.searchsorted(self.bp, part, side="right") - 1
             jj = np.maximum(j, 0)
             dest[lo : lo + part.size] = np.where(j >= 0, self.cum[jj] + (part - self.bp[jj]) * self.rate[jj], 0.0)
@@ -871,7 +890,9 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
     # every per-anchor and per-event value the loop reads or writes, as memoryviews of the arrays:
     # a memoryview reads a Python float or int at a third of a numpy scalar read's cost and, unlike
     # a list, holds no object per element (lists of the 1 M-event trace's columns took 160 MiB)
-    ev_end_a = np.full(n_ev, -np.inf)  # replayed end per event; -inf until replayed
+    # replayed end per event, -inf (or NaN: no comparison holds either way) until replayed; a
+    # traced replay's GPU nodes hold the same ends, so there it is their slice of nend_a
+    ev_end_a = nend_a[na : na + n_ev] if trace_path else np.full(n_ev, -np.inf)
     gap_l, call_l, blocking_l, waitless_l = _views(gap, call, blocking, waitless)
     a_ts, a_end, ptr, ev_rows = _views(sch.a_ts, sch.a_end, sch.ev_ptr, sch.ev_rows)
     ev_stream, ev_dep, obs_end, lat_l, dur_l = _views(sch.ev_stream, sch.ev_dep, sch.ev_end, lat, dur)

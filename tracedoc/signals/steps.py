@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
-from tracedoc.signals.intervals import paint, per_window
+from tracedoc.signals.intervals import paint_per_window
 from tracedoc.signals.strings import cached_name_mask, frame_names, frame_threads, owned_frame, texts, thread_labels
 
 BREAKDOWN_CATEGORIES = ("kernel", "communication", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")
@@ -422,9 +422,8 @@ def breakdown_us(ctx: SignalContext) -> pd.DataFrame:
             (rows_of(o_ts, cpu), rows_of(o_end, cpu), cat["cpu_exec"]),
         ]
         del compute
-        grid, assigned = paint([(a, b) for a, b, _ in layers], ws.min(), we.max(), [ws, we])
         to_cat = np.array([c for _, _, c in layers] + [cat["other"]], dtype=np.int8)
-        out = per_window(grid, to_cat[assigned], len(BREAKDOWN_CATEGORIES), ws, we)
+        out = paint_per_window([(a, b) for a, b, _ in layers], to_cat, len(BREAKDOWN_CATEGORIES), ws, we)
         df = pd.DataFrame(out, columns=list(BREAKDOWN_CATEGORIES))
         df.insert(0, "step", w["step"].to_numpy())
         return df
