@@ -150,3 +150,29 @@ def test_html_has_the_roofline_and_op_table(tmp_path):
     assert any(max(t["y"]) == 67.0 for t in roofs)  # the fp32 roof at the H100's 67 TFLOP/s
     cpu = render(tracedoc.analyze(str(FIX / "cpu_only_gloo.pt.trace.json.gz")), "html")
     assert 'id="roofline"' not in cpu
+
+
+def test_kernel_view_names_the_op_with_the_most_time_first_by_name_on_a_tie(tmp_path):
+    """One kernel name launched from three ops (by hand: ``aten::zz`` 2 x 30 µs = 60, ``aten::bb``
+    50, ``aten::aa`` 60): the op with the most time, and on the tie at 60 the op whose name sorts
+    first (``aten::aa``), as grouping the strings by (kernel, op) gives. A kernel whose launch
+    lies in no op has no op."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 0, "dur": 2000}]
+    calls = [("aten::zz", 30), ("aten::bb", 50), ("aten::zz", 30), ("aten::aa", 60), (None, 500)]
+    for i, (op, us) in enumerate(calls):
+        t0 = 10 + 300 * i
+        if op is not None:
+            ev.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": t0, "dur": 20})
+        kernel = "lonely_kernel" if op is None else "shared_kernel"
+        ev += [
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t0 + 5,
+             "dur": 5, "args": {"correlation": i + 1}},
+            {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": t0 + 50, "dur": us,
+             "args": {"correlation": i + 1, "device": 0, "stream": 7}},
+        ]  # fmt: skip
+    path = tmp_path / "ops.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    rows = {k["kernel"]: k for k in tracedoc.analyze(str(path)).op_view["kernels"]}
+    assert rows["shared_kernel"]["op"] == "aten::aa"
+    assert rows["shared_kernel"]["count_per_step"] == 4
+    assert rows["lonely_kernel"]["op"] is None

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
-from tracedoc.signals.strings import owned_frame, text_rows, texts
+from tracedoc.signals.strings import owned_frame, sorted_codes, text_rows, texts
 
 #: Rows of each view (largest GPU time first).
 TOP_N = 15
@@ -237,7 +237,6 @@ def kernel_view(ctx: SignalContext) -> list[dict]:
     """
     kern, per_call, n = _op_calls(ctx)
     groups = _group_costs(ctx).sort_values("gid")
-    names = ctx.trace.ops["name"].to_numpy(dtype=object)
     # the op's cost per call, summed per kernel, over the calls that launched that kernel alone
     single = per_call[per_call["n_kernels"] == 1]
     gid = _call_groups(ctx).loc[single.index].to_numpy()
@@ -263,14 +262,30 @@ def kernel_view(ctx: SignalContext) -> list[dict]:
             dtype=("dtype", "first"),
         )
     )
-    kern = kern.assign(op=texts([names[p] if p >= 0 else None for p in kern["op_pos"].to_numpy()], kern.index))
     g = (
         kern.groupby("name", sort=False)
         .agg(us=("dur_us", "sum"), count=("dur_us", "size"), occ=("occupancy_pct", "mean"))
         .sort_values("us", ascending=False, kind="stable")
         .head(TOP_N)
     )
-    op_by_time = kern[kern["op"].notna()].groupby(["name", "op"])["dur_us"].sum()
+    # each listed kernel's time per launching op, grouped on the sorted codes of the op names, one
+    # kernel name at a time (the groups, their order and their sums as grouping the strings by
+    # (kernel, op); a string per kernel for its op, then a groupby of every kernel on two keys,
+    # was the analysis's peak on 1 M small events, issue 24)
+    k_code, k_names = sorted_codes(kern["name"])
+    o_code, o_names = sorted_codes(ctx.trace.ops["name"])
+    op_pos, dur = kern["op_pos"].to_numpy(), kern["dur_us"].to_numpy()
+    code_of = {name: i for i, name in enumerate(k_names.tolist())}
+
+    def main_op(name: str) -> str | None:
+        """The op the kernel ``name`` ran the most time for (None: never launched from an op)."""
+        rows = np.flatnonzero((k_code == code_of[name]) & (op_pos >= 0))
+        ops = o_code[op_pos[rows]]
+        named = ops >= 0  # a missing op name is no group, as with strings
+        if not named.any():
+            return None
+        return str(o_names[pd.Series(dur[rows][named]).groupby(ops[named]).sum().idxmax()])
+
     rows = []
     for name, r in g.iterrows():
         if name in attributed.index:
@@ -278,10 +293,7 @@ def kernel_view(ctx: SignalContext) -> list[dict]:
             roof = _roofline_fields(ctx, a["flops"], a["bytes"], a["kind"], a["dtype"], a["us"] * 1e-6)
         else:
             roof = _roofline_fields(ctx, np.nan, np.nan, None, None, 0.0)
-        try:
-            op = str(op_by_time.loc[name].idxmax())
-        except KeyError:
-            op = None
+        op = main_op(name)
         rows.append(
             {
                 "kernel": str(name),

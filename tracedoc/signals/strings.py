@@ -48,6 +48,18 @@ def text_rows(column: pd.Series, take: Callable[[np.ndarray], np.ndarray], index
     return texts(take(column.to_numpy(dtype=object)), index)
 
 
+def sorted_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, labels)`` of a text column (shape ``(n,)`` and ``(distinct,)``): codes into
+    labels sorted as Python sorts strings, -1 for a missing value. A ``Categorical`` from the
+    loaders (:func:`text_rows`) gives its own codes and categories, which are sorted; an
+    ``object`` column is factorised with ``sort=True``. Grouping on the codes orders groups as
+    grouping on the strings does, with no string per row."""
+    if isinstance(column.dtype, pd.CategoricalDtype) and column.cat.categories.is_monotonic_increasing:
+        return column.array.codes, np.asarray(column.cat.categories, dtype=object)
+    codes, labels = pd.factorize(column.to_numpy(dtype=object), sort=True, use_na_sentinel=True)
+    return codes, np.asarray(labels, dtype=object)
+
+
 def owned_frame(columns: dict, index=None) -> pd.DataFrame:
     """A derived frame over ``columns`` (name -> array or Series, all of one length) that takes
     the arrays as they are: pandas 3's constructor copies every numpy array it is given, so a
