@@ -20,7 +20,7 @@ from tracedoc.signals.steps import (
     rows_of,
     step_windows,
 )
-from tracedoc.signals.strings import owned_frame, text_rows, texts
+from tracedoc.signals.strings import owned_frame, text_rows
 
 
 def _require_kernels(ctx: SignalContext) -> None:
@@ -172,13 +172,16 @@ def _categorised_kernels(ctx: SignalContext) -> tuple[pd.DataFrame, int]:
         comm = comm_kernel_mask(names)
         tc = ko["tensor_core"].to_numpy(dtype=bool)[keep] & ~comm
         elig = ko["eligible"].to_numpy(dtype=bool)[keep] & ~comm & ~tc
-        # the category's index, then its text by indexing an object array: np.where over the
-        # texts themselves made fixed-width unicode arrays (116 bytes a kernel each, three of
-        # them at once: +44 to 77 MiB on 1 M small events, the analysis's peak; issue 24)
+        # the category's index, a Categorical of KERNEL_CATEGORIES: np.where over the texts
+        # made fixed-width unicode arrays (116 bytes a kernel each, three of them at once: +44 to
+        # 77 MiB on 1 M small events, the analysis's peak), then a text per kernel, which the
+        # groupbys below hashed one by one (a further 20 MiB; issue 24)
         code = np.where(comm, 0, np.where(tc, 1, np.where(elig, 2, 3))).astype(np.int8)
-        cat = np.array(KERNEL_CATEGORIES, dtype=object)[code]
+        cat = pd.Series(
+            pd.Categorical.from_codes(code, categories=pd.Index(KERNEL_CATEGORIES, dtype=object)), index=idx
+        )
         dur = rows_of(ko["dur_us"].to_numpy(dtype=float), keep)
-        return owned_frame({"name": names, "dur_us": dur, "category": texts(cat, idx)}, index=idx), n
+        return owned_frame({"name": names, "dur_us": dur, "category": cat}, index=idx), n
 
     return ctx.cached("categorised_kernels", build)
 

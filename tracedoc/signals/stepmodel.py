@@ -845,13 +845,25 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
     removed = _Removed(sch.regions, what.cpu_scale)
     f = what.cpu_factor
     prev, gap_obs, t_from = order.prev, order.gap_obs, order.t_from
-    gap = (gap_obs - removed(prev, prev + gap_obs)) * f
+    # (gap_obs - removed) * f, written in place; the observed gaps themselves (no copy) when the
+    # transformation removes no CPU time and f is 1, as in the traced replay (issue 24)
+    if removed.bp.size:
+        gap = removed(prev, prev + gap_obs)
+        np.subtract(gap_obs, gap, out=gap)
+        if f != 1.0:
+            gap *= f
+    else:
+        gap = gap_obs * f if f != 1.0 else gap_obs
     # a launch call's own time: the part of [ts, te) after the earlier anchors' latest end (merged
-    # threads can overlap: their shared time counts once)
+    # threads can overlap: their shared time counts once), (c1 - c0) - removed(c0, c1) in place
     c0 = np.maximum(sch.a_ts, prev)
-    c1 = np.maximum(sch.a_end, c0)
-    call = (c1 - c0) - removed(c0, c1)
-    del c0, c1
+    call = np.maximum(sch.a_end, c0)
+    cut = removed(c0, call) if removed.bp.size else None
+    call -= c0
+    del c0
+    if cut is not None:
+        call -= cut
+        del cut
     blocking = sch.a_class > 0
     waitless = np.zeros(na, dtype=bool)
     if "sync" in what.no_wait:
