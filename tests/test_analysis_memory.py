@@ -368,3 +368,31 @@ def test_text_rows_keeps_a_categorical_as_codes_and_thread_labels_read_either_dt
     as_obj = pd.DataFrame({"pid": pd.Series(pid, dtype=object), "tid": pd.Series(tid, dtype=object)})
     want = ["1/7", "1/8", "2/7", "1/7"]
     assert thread_labels(as_cat).tolist() == thread_labels(as_obj).tolist() == want
+
+
+def test_launching_op_names_are_codes_of_the_ops_names():
+    """``runtime_ops`` and ``kernel_ops`` hold each row's launching op name as a ``Categorical``
+    of the ops frame's own categories (a code a row, no string pointer; issue 24): equal to the
+    ops' name at ``op_pos`` and missing where there is none. ``text_at`` of an ``object`` column
+    gives the same strings and None."""
+    from tracedoc.signals.attribution import kernel_op_pos, kernel_ops, runtime_ops
+    from tracedoc.signals.strings import text_at
+
+    ctx = SignalContext(load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None))
+    names, missing = ctx.trace.ops["name"], 0
+    for frame, pos in (
+        (runtime_ops(ctx), runtime_ops(ctx)["op_pos"].to_numpy()),
+        (kernel_ops(ctx), kernel_op_pos(ctx)),
+    ):
+        op = frame["op"]
+        assert op.dtype == names.dtype and op.array.codes.itemsize <= 2
+        assert (pos >= 0).any()
+        missing += int((pos < 0).sum())
+        want = [names.iloc[p] if p >= 0 else None for p in pos.tolist()]
+        assert [v if isinstance(v, str) else None for v in op.tolist()] == want
+    assert missing  # runtime calls outside any op: the missing rows are checked too
+    obj = pd.Series(["x", "y", "z"], dtype=object)
+    got = text_at(obj, np.array([2, -1, 0]), pd.RangeIndex(3))
+    assert got.dtype == object and got.tolist() == ["z", None, "x"]
+    empty = pd.Series(pd.Categorical([], categories=pd.Index([], dtype=object)))
+    assert text_at(empty, np.array([-1, -1])).isna().all()

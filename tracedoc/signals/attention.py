@@ -117,7 +117,7 @@ def attention_kernels(ctx: SignalContext) -> pd.DataFrame:
         # a shallow copy: only new columns are set on it, the shared ones are never written
         ko = _window_kernels(ctx).copy(deep=False)
         rows = ko.index.to_numpy()
-        op_codes, op_names = pd.factorize(ko["op"].fillna("").to_numpy(dtype=object), sort=False)
+        op_codes, op_names = pd.factorize(ko["op"].astype(object).fillna("").to_numpy(dtype=object), sort=False)
         fused = _kernel_mask(ctx, rows, "tensor_core_kernels", "attention") | _op_mask(
             op_codes, op_names, "attention_fused_ops", "ops"
         )
@@ -146,7 +146,7 @@ def _scale_mask(ctx: SignalContext, ko: pd.DataFrame, taken: np.ndarray) -> np.n
     scores = {d for d in (_first_dims(dims[p]) for p in soft.tolist()) if d is not None}
     if not scores:
         return out
-    names = ko["op"].fillna("").to_numpy(dtype=object)
+    names = ko["op"].astype(object).fillna("").to_numpy(dtype=object)
     cand = np.flatnonzero(
         ~taken & (op_pos >= 0) & np.fromiter((bool(SCALE_OPS.match(n)) for n in names), bool, len(ko))
     )

@@ -19,7 +19,7 @@ import pandas as pd
 from tracedoc.signals.base import SignalContext
 from tracedoc.signals.catalog import compiled, patterns  # noqa: F401  (re-exported)
 from tracedoc.signals.intervals import merge
-from tracedoc.signals.strings import cached_name_mask, frame_threads, owned_frame, texts
+from tracedoc.signals.strings import cached_name_mask, frame_threads, owned_frame, text_at
 
 #: How far back (in ops on the same thread) to look for the innermost enclosing op.
 MAX_NESTING_SCAN = 64
@@ -72,8 +72,9 @@ def _match(ctx: SignalContext, frame: str, table: str) -> np.ndarray:
     return cached_name_mask(ctx, frame, table, compiled(table).search)
 
 
-def _runtime_ops_frame(op_name: np.ndarray, op_pos: np.ndarray, eligible: np.ndarray, index: pd.Index) -> pd.DataFrame:
-    return owned_frame({"op": texts(op_name, index), "op_pos": op_pos, "eligible": eligible}, index=index)
+def _runtime_ops_frame(ops: pd.DataFrame, op_pos: np.ndarray, eligible: np.ndarray, index: pd.Index) -> pd.DataFrame:
+    # the op's name read off its position (text_at: a Categorical's codes, no string per call)
+    return owned_frame({"op": text_at(ops["name"], op_pos, index), "op_pos": op_pos, "eligible": eligible}, index=index)
 
 
 def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
@@ -88,18 +89,17 @@ def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
     def build() -> pd.DataFrame:
         t = ctx.trace
         rt = t.runtime
-        op_name = np.full(len(rt), None, dtype=object)
         op_pos = np.full(len(rt), -1, dtype=np.int32 if len(t.ops) < 2**31 else np.int64)  # issue 24
         eligible = np.zeros(len(rt), dtype=bool)
         cpu = (t.ops["cat"] == "cpu_op").to_numpy()
         if not len(rt) or not cpu.any():
-            return _runtime_ops_frame(op_name, op_pos, eligible, rt.index)
+            return _runtime_ops_frame(t.ops, op_pos, eligible, rt.index)
         # integer (pid, tid) codes per row instead of "pid/tid" strings built and compared per row
         rt_codes, rt_labels = frame_threads(ctx, "runtime")
         op_codes, op_labels = frame_threads(ctx, "ops")
         op_code_of = {lab: i for i, lab in enumerate(op_labels)}
         o_ts_all, o_end_all = t.ops["ts_us"].to_numpy(), t.ops["end_us"].to_numpy()
-        o_dur_all, o_names_all = t.ops["dur_us"].to_numpy(), t.ops["name"].to_numpy(dtype=object)
+        o_dur_all = t.ops["dur_us"].to_numpy()
         elig_all = _match(ctx, "ops", "tensor_core_eligible_ops")
         rt_ts = rt["ts_us"].to_numpy()
         for rc, key in enumerate(rt_labels):
@@ -114,7 +114,6 @@ def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
             order = np.lexsort((-o_dur_all[sel], o_ts))
             ots = o_ts[order]
             oend = o_end[order]
-            onames = o_names_all[sel][order]
             rts = rt_ts[r_idx]
             j = np.searchsorted(ots, rts, side="right") - 1
             found = np.full(rts.size, -1)
@@ -127,13 +126,12 @@ def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
                 hit = oend[cand] >= rts[pending]
                 found[pending[hit]] = cand[hit]
                 pending = pending[~hit]
-            op_name[r_idx[found >= 0]] = onames[found[found >= 0]]
             op_pos[r_idx[found >= 0]] = sel[order][found[found >= 0]]
             es, ee = merge(o_ts[elig_all[sel]], o_end[elig_all[sel]])
             if es.size:
                 k = np.searchsorted(es, rts, side="right") - 1
                 eligible[r_idx] = (k >= 0) & (rts <= ee[np.maximum(k, 0)])
-        return _runtime_ops_frame(op_name, op_pos, eligible, rt.index)
+        return _runtime_ops_frame(t.ops, op_pos, eligible, rt.index)
 
     return ctx.cached("runtime_ops", build)
 
@@ -180,7 +178,7 @@ def kernel_ops(ctx: SignalContext) -> pd.DataFrame:
         linked = pos >= 0
         safe = np.where(linked, pos, 0)
         out = k[["name", "device", "ts_us", "dur_us", "end_us", "correlation"]].reset_index(drop=True)
-        out["op"] = texts(np.where(linked, ro["op"].to_numpy()[safe], None) if len(ro) else [None] * len(out))
+        out["op"] = text_at(ctx.trace.ops["name"], kernel_op_pos(ctx))  # ro's op of the launching call
         out["op_eligible"] = (linked & ro["eligible"].to_numpy()[safe]) if len(ro) else False
         # out's rows are trace.kernels' rows, in order: the masks over trace.kernels apply
         layout = cached_name_mask(ctx, "kernels", "layout_transform", is_layout_transform_kernel)

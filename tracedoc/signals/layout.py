@@ -100,7 +100,7 @@ def layout_kernels(ctx: SignalContext) -> pd.DataFrame:
         # window_kernels keeps kernel_ops' index: row positions in trace.kernels
         shared_column(out, "op_pos", at_rows(kernel_op_pos(ctx), ko.index))
         ops = out["op"].to_numpy(dtype=object)
-        names = {o: is_conv_op(o) for o in set(ops) if o is not None}
+        names = {o: is_conv_op(o) for o in set(ops) if isinstance(o, str)}  # None or NaN: no op
         conv = np.array([names.get(o, False) for o in ops], dtype=bool)
         out["conv"] = conv
         out["around_conv"] = out["layout"].to_numpy() & (conv | pd.isna(ops))

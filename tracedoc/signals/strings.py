@@ -48,6 +48,24 @@ def text_rows(column: pd.Series, take: Callable[[np.ndarray], np.ndarray], index
     return texts(take(column.to_numpy(dtype=object)), index)
 
 
+def text_at(column: pd.Series, pos: np.ndarray, index=None) -> pd.Series:
+    """A derived frame's text column: the value of ``column`` (a trace frame's text column) at
+    each row position of ``pos`` (shape ``(m,)``, -1: missing). A ``Categorical`` stays one (its
+    codes taken, -1 where ``pos`` is), an ``object`` column gives :func:`texts` with None there:
+    the launching op's name of every runtime call and kernel, held for the whole analysis, was
+    an 8-byte pointer a row (issue 24)."""
+    pos = np.asarray(pos)
+    safe = np.maximum(pos, 0)
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.array.codes
+        taken = (
+            np.where(pos >= 0, codes[safe], -1).astype(codes.dtype) if len(codes) else np.full(pos.size, -1, np.int8)
+        )
+        return pd.Series(pd.Categorical.from_codes(taken, dtype=column.dtype), index=index)
+    values = column.to_numpy(dtype=object)
+    return texts(np.where(pos >= 0, values[safe], None) if len(values) else np.full(pos.size, None), index)
+
+
 def sorted_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """``(codes, labels)`` of a text column (shape ``(n,)`` and ``(distinct,)``): codes into
     labels sorted as Python sorts strings, -1 for a missing value. A ``Categorical`` from the
