@@ -7,6 +7,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tracebuilder import BASE_US, TraceBuilder, dataloader_bound
 
 import tracedoc
@@ -227,3 +229,42 @@ def test_missing_file_and_directory(tmp_path):
         tracedoc.load(tmp_path / "nope.json")
     with pytest.raises(TraceLoadError, match="directory"):
         tracedoc.load(tmp_path)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.sampled_from("abcdefg")), max_size=40),
+    st.lists(st.booleans(), max_size=40),
+    st.integers(1, 7),
+)
+def test_without_unused_categories_is_pandas_remove_unused_categories(values, keep, chunk):
+    """The load's category pruning (issue 24: no sort of every column's codes) gives what
+    pandas' ``remove_unused_categories`` gives on any rows kept of any column, in chunks of any
+    size, and the column itself when every category is used."""
+    import pandas as pd
+
+    from tracedoc.load.build import without_unused_categories
+    from tracedoc.trace import text_categorical
+
+    col = pd.Series(text_categorical(values))
+    assert without_unused_categories(col, chunk) is col  # built from the values: all used
+    mask = np.array([keep[i] if i < len(keep) else True for i in range(len(values))], dtype=bool)
+    kept = col[mask].reset_index(drop=True) if len(values) else col
+    got, want = without_unused_categories(kept, chunk), kept.cat.remove_unused_categories()
+    pd.testing.assert_series_equal(got, want)
+    assert got.cat.categories.tolist() == want.cat.categories.tolist()
+    assert got.array.codes.dtype == want.array.codes.dtype
+
+
+def test_dropped_rows_take_their_categories_with_them(tmp_path):
+    """An op dropped at load (a negative duration) leaves no category behind: its name is in
+    no frame's categories, in both loaders alike, and every other name is."""
+    from tracedoc.load import load
+
+    b = TraceBuilder()
+    b.op("aten::kept", 0.0, 5.0).op("aten::dropped", 10.0, -1.0).op("aten::also_kept", 20.0, 5.0)
+    p = b.write(tmp_path / "t.json")
+    for trace in (load(p, cache=None), load(p, cache=None, engine="reference")):
+        cats = trace.ops["name"].cat.categories.tolist()
+        assert "aten::dropped" not in cats and {"aten::kept", "aten::also_kept"} <= set(cats)
+        assert sum(trace.dropped_events.values()) == 1
