@@ -10,6 +10,8 @@ every point of it), or to ``len(layers)``.
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -124,6 +126,17 @@ def test_window_kernels_is_a_copy_only_when_it_filters(tmp_path):
     assert len(wk) == 3 and set(wk["device"]) == {0}  # the other device and the late kernel left out
 
 
+def _windows(gaps_and_lengths) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted, disjoint windows from -10 on (touching and empty ones included): each
+    ``(gap, length)`` starts ``abs(gap) % 7`` after the previous one's end."""
+    spans, t = [], -10.0
+    for gap, length in gaps_and_lengths:
+        t += abs(gap) % 7
+        spans.append((t, t + length))
+        t += length
+    return np.array([a for a, _ in spans], dtype=float), np.array([b for _, b in spans], dtype=float)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(_layer, min_size=1, max_size=4),
@@ -136,22 +149,12 @@ def test_per_window_in_chunks_sums_as_one_pass(layers, windows, chunk):
     chunk size, empty and touching windows included."""
     import tracedoc.signals.intervals as iv
 
-    spans, t = [], -10.0
-    for gap, length in windows:  # sorted, disjoint windows
-        t += abs(gap) % 7
-        spans.append((t, t + length))
-        t += length
-    ws = np.array([a for a, _ in spans], dtype=float)
-    we = np.array([b for _, b in spans], dtype=float)
-    lo, hi = -10.0, max(60.0, t)
+    ws, we = _windows(windows)
+    lo, hi = -10.0, max(60.0, float(we[-1]) if len(we) else -10.0)
     grid, assigned = paint(layers, lo, hi, [ws, we])
     whole = iv._per_window_run(grid, assigned, len(layers) + 1, ws, we) if len(ws) else np.zeros((0, len(layers) + 1))
-    old = iv.PER_WINDOW_CHUNK
-    try:
-        iv.PER_WINDOW_CHUNK = chunk
+    with patch.object(iv, "PER_WINDOW_CHUNK", chunk):
         got = iv.per_window(grid, assigned, len(layers) + 1, ws, we)
-    finally:
-        iv.PER_WINDOW_CHUNK = old
     assert got.shape == whole.shape
     assert got.tobytes() == whole.tobytes()
 
@@ -169,24 +172,14 @@ def test_paint_per_window_in_groups_is_the_whole_paint_to_the_bit(layers, window
     of the whole span, to the last bit; a layer with a NaN bound takes the whole paint."""
     import tracedoc.signals.intervals as iv
 
-    spans, t = [], -10.0
-    for gap, length in windows:  # sorted, disjoint windows, touching ones and empty ones included
-        t += abs(gap) % 7
-        spans.append((t, t + length))
-        t += length
-    ws = np.array([a for a, _ in spans], dtype=float)
-    we = np.array([b for _, b in spans], dtype=float)
+    ws, we = _windows(windows)
     if nan:
         layers = [*layers, (np.array([1.0, np.nan]), np.array([3.0, 5.0]))]
     to_label = np.arange(len(layers) + 1, dtype=np.int8)[::-1].copy()  # any map of layers to labels
     grid, assigned = paint(layers, ws.min(), we.max(), [ws, we])
     whole = iv.per_window(grid, to_label[assigned], len(layers) + 1, ws, we)
-    old = iv.PAINT_GROUP_BOUNDS
-    try:
-        iv.PAINT_GROUP_BOUNDS = group
+    with patch.object(iv, "PAINT_GROUP_BOUNDS", group):
         got = iv.paint_per_window(layers, to_label, len(layers) + 1, ws, we)
-    finally:
-        iv.PAINT_GROUP_BOUNDS = old
     assert got.shape == whole.shape
     assert got.tobytes() == whole.tobytes()
 
