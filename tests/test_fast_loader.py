@@ -629,3 +629,45 @@ def test_stream_worker_that_cannot_start_leaves_the_decoding_here(tmp_path, monk
     monkeypatch.setattr(fast, "STREAM_PART_BYTES", 2048)
     p = dataloader_bound(n_steps=6).write(tmp_path / "t.json")
     assert_same_trace(load(p, workers=2), load(p, engine="reference"))
+
+
+def test_packed_parts_take_the_narrowest_codes_and_unpack_to_the_same_columns():
+    """A part's string columns are packed with int8, int16 or int32 codes by their distinct
+    count (128 and 32,768 the edges), its zero ``end_us`` by its length alone, and unpacking
+    gives every column back value for value (issue 24: the parts held at the end of a streamed
+    decode)."""
+    import numpy as np
+
+    from tracedoc.load import fast
+
+    def obj(values):
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
+        return out
+
+    n = 70_000
+    cols = fast.ArrayColumns()
+    cols.cols["ops"] = {
+        "few": obj([f"a{i % 128}" for i in range(n)]),
+        "some": obj([f"b{i % 129}" for i in range(n)]),
+        "many": obj([f"c{i % 32_768}" for i in range(n)]),
+        "more": obj([f"d{i % 32_769}" for i in range(n)]),
+        "none": np.broadcast_to(fast._NONE, (n,)),
+        "end_us": np.zeros(n),
+        "ts_us": np.arange(n, dtype=float),
+    }
+    cols.cols["steps"] = {"end_us": np.array([0.0, 2.5])}  # not all zeros: kept as it is
+    want = {k: {c: np.array(v, copy=True) for c, v in f.items()} for k, f in cols.cols.items()}
+    packed = fast._pack(cols).cols
+    assert [packed["ops"][c].codes.dtype for c in ("few", "some", "many", "more")] == [
+        np.int8,
+        np.int16,
+        np.int16,
+        np.int32,
+    ]
+    assert isinstance(packed["ops"]["end_us"], fast._Zeros) and len(packed["ops"]["end_us"]) == n
+    assert isinstance(packed["steps"]["end_us"], np.ndarray)
+    got = fast._unpack(fast._pack(fast._unpack(cols))).cols  # packed twice over: the same again
+    for kind, frame in want.items():
+        for c, v in frame.items():
+            assert got[kind][c].dtype == v.dtype and got[kind][c].tolist() == v.tolist(), (kind, c)
