@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import tracedoc
@@ -176,3 +178,70 @@ def test_kernel_view_names_the_op_with_the_most_time_first_by_name_on_a_tie(tmp_
     assert rows["shared_kernel"]["op"] == "aten::aa"
     assert rows["shared_kernel"]["count_per_step"] == 4
     assert rows["lonely_kernel"]["op"] is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1, 3), st.integers(0, 2), st.integers(-1, 40_000)), max_size=60))
+def test_first_appearance_ids_are_pandas_ngroup_without_sort(rows):
+    """Group ids from integer key columns (missing -1 included, a span past 2**15) are pandas'
+    ``groupby(sort=False).ngroup()``, and each group's first row is its first appearance."""
+    import numpy as np
+    import pandas as pd
+
+    from tracedoc.signals.opview import _first_rows, first_appearance_ids
+
+    cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(3)]
+    gid = first_appearance_ids(cols)
+    want = pd.DataFrame({"a": cols[0], "b": cols[1], "c": cols[2]}).groupby(["a", "b", "c"], sort=False).ngroup()
+    assert gid.tolist() == want.tolist()
+    firsts = [] if not rows else [int(np.flatnonzero(gid == g)[0]) for g in range(int(gid.max()) + 1)]
+    assert _first_rows(gid).tolist() == firsts
+
+
+@pytest.mark.parametrize("name", ["v100_resnet50_workers0.pt.trace.json.gz", "mi250_toy_train.pt.trace.json.gz"])
+def test_op_groups_from_codes_equal_the_groupby_on_texts(name):
+    """The op view's (name, recorded inputs) groups built from integer codes are those of the
+    groupby on the key texts it replaced (issue 24): the same rows, columns and floats, and
+    the same group of every call, on traces with recorded inputs; the recorded-input texts stay
+    ``object`` (the groupby's keys came back as pandas' ``str`` dtype, Arrow's memory where
+    pyarrow is installed)."""
+    import pandas as pd
+
+    from tests.conftest import real_trace
+    from tracedoc.load import load
+    from tracedoc.signals import SignalContext
+    from tracedoc.signals.opview import SHAPE_COLUMNS, _groups, _groups_by_text, _op_calls
+
+    ctx = SignalContext(load(real_trace(name), cache=None))
+    g, gid = _groups(ctx)
+    ops = ctx.trace.ops
+    assert ops["input_dims"].notna().any()
+    want, want_gid = _groups_by_text(ops, _op_calls(ctx)[1])
+    pd.testing.assert_series_equal(gid, want_gid, check_names=False)
+    cols = list(want.columns)
+    got = g.sort_values("gid")[cols].reset_index(drop=True)
+    for c in SHAPE_COLUMNS:  # the groupby gave its keys back as pandas' str dtype: now object
+        assert got[c].dtype == object
+        want[c] = want[c].astype(object)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert len(want) > 10
+
+
+def test_text_key_codes_count_a_missing_input_as_the_empty_text():
+    """A call's recorded-input key: missing and ``""`` are one key (the op view shows both as
+    not recorded), whether ``""`` is among a ``Categorical``'s categories or not, and an
+    ``object`` column gives the same partition."""
+    import numpy as np
+    import pandas as pd
+
+    from tracedoc.signals.opview import _text_key_codes
+    from tracedoc.trace import text_categorical
+
+    for values in (["[1]", "", None, "[2]", "[1]", None], ["[1]", None, "[2]", "[1]", None]):
+        pos = np.arange(len(values))
+        want = pd.factorize(np.array([v or "" for v in values], dtype=object))[0]
+        for column in (pd.Series(text_categorical(values)), pd.Series(values, dtype=object)):
+            got = _text_key_codes(column, pos)
+            assert got.dtype == np.int64
+            assert pd.factorize(got)[0].tolist() == want.tolist(), (values, column.dtype)
+    assert _text_key_codes(None, np.arange(3)).tolist() == [0, 0, 0]

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
-from tracedoc.signals.strings import owned_frame, sorted_codes, text_rows, texts
+from tracedoc.signals.strings import frame_names, owned_frame, sorted_codes, text_rows, texts
 
 #: Rows of each view (largest GPU time first).
 TOP_N = 15
@@ -129,19 +129,30 @@ def _groups(ctx: SignalContext) -> tuple[pd.DataFrame, pd.Series]:
         ops = ctx.trace.ops
         pos = per_call.index.to_numpy()
         idx = per_call.index
-        cols = {"name": text_rows(ops["name"], lambda v: v[pos], idx)}
-        for c in SHAPE_COLUMNS:
-            cols[c] = texts(ops[c].to_numpy(dtype=object)[pos] if c in ops.columns else [None] * len(pos), idx)
-        calls = owned_frame(cols, index=idx).assign(
-            gpu_us=per_call["gpu_us"].to_numpy(), n_kernels=per_call["n_kernels"].to_numpy()
-        )
-        key = ["name", *SHAPE_COLUMNS]
-        keyed = calls.assign(
-            **{c: texts([_text(v) or "" for v in calls[c].to_numpy(dtype=object)], calls.index) for c in SHAPE_COLUMNS}
-        )
-        by_key = keyed.groupby(key, sort=False)
-        gid = by_key.ngroup()  # numbered in order of first appearance, as the groups below
-        g = by_key.agg(calls=("gpu_us", "size"), gpu_us=("gpu_us", "sum"), kernels=("n_kernels", "sum")).reset_index()
+        name_codes = frame_names(ctx, "ops")[0][pos]
+        if (name_codes < 0).any():  # an op without a name: pandas' groupby leaves it out
+            g, gid = _groups_by_text(ops, per_call)
+        else:
+            # each call's group from integer codes of its key, numbered in order of first
+            # appearance as the groupby on the texts numbered them (issue 24: that groupby's
+            # object keys were a 65 MiB transient on 1 M small events, this is about 20)
+            keys = [name_codes] + [_text_key_codes(ops[c] if c in ops.columns else None, pos) for c in SHAPE_COLUMNS]
+            gid = first_appearance_ids(keys)
+            del keys, name_codes
+            first = pos[_first_rows(gid)]
+            head = {"name": text_rows(ops["name"], lambda v: v[first], pd.RangeIndex(first.size))}
+            for c in SHAPE_COLUMNS:
+                values = ops[c].to_numpy(dtype=object)[first] if c in ops.columns else [None] * first.size
+                head[c] = texts([_text(v) or "" for v in values])
+            sums = pd.DataFrame(
+                {"gpu_us": per_call["gpu_us"].to_numpy(), "n_kernels": per_call["n_kernels"].to_numpy()}
+            )
+            # the same rows summed in the same order as the groupby on the texts: the same floats
+            agg = sums.groupby(gid, sort=True).agg(
+                calls=("gpu_us", "size"), gpu_us=("gpu_us", "sum"), kernels=("n_kernels", "sum")
+            )
+            g = owned_frame(head).assign(**{c: agg[c].to_numpy() for c in ("calls", "gpu_us", "kernels")})
+            gid = pd.Series(gid, index=idx)
         costs = []
         for r in g.itertuples(index=False):
             args = [parse_shape_arg(getattr(r, c)) if getattr(r, c) else None for c in SHAPE_COLUMNS]
@@ -157,6 +168,73 @@ def _groups(ctx: SignalContext) -> tuple[pd.DataFrame, pd.Series]:
         return g.sort_values("gpu_us", ascending=False, kind="stable"), gid
 
     return ctx.cached("opview_groups", build)
+
+
+def _groups_by_text(ops: pd.DataFrame, per_call: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """:func:`_groups`' groups by a groupby on the key texts (a trace with an op without a
+    name: the groupby leaves those calls out, their ``gid`` NaN)."""
+    pos = per_call.index.to_numpy()
+    idx = per_call.index
+    cols = {"name": text_rows(ops["name"], lambda v: v[pos], idx)}
+    for c in SHAPE_COLUMNS:
+        values = ops[c].to_numpy(dtype=object)[pos] if c in ops.columns else [None] * len(pos)
+        cols[c] = texts([_text(v) or "" for v in values], idx)
+    keyed = owned_frame(cols, index=idx).assign(
+        gpu_us=per_call["gpu_us"].to_numpy(), n_kernels=per_call["n_kernels"].to_numpy()
+    )
+    by_key = keyed.groupby(["name", *SHAPE_COLUMNS], sort=False)
+    gid = by_key.ngroup()  # numbered in order of first appearance, as the groups below
+    g = by_key.agg(calls=("gpu_us", "size"), gpu_us=("gpu_us", "sum"), kernels=("n_kernels", "sum")).reset_index()
+    return g, gid
+
+
+def _text_key_codes(column: pd.Series | None, pos: np.ndarray) -> np.ndarray:
+    """int64 codes of ``column``'s texts at the rows ``pos`` (shape ``(len(pos),)``), equal where
+    the texts are, a missing value the same as ``""`` (:func:`_groups`' key); zeros for no
+    column. A ``Categorical``'s own codes, else a factorisation of the texts."""
+    if column is None:
+        return np.zeros(len(pos), dtype=np.int64)
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.array.codes[pos].astype(np.int64)
+        empty = int(column.cat.categories.get_indexer([""])[0])  # -1 when "" is no category
+        if empty >= 0:
+            codes[codes < 0] = empty
+        return codes
+    values = column.to_numpy(dtype=object)[pos]
+    return pd.factorize(np.array([_text(v) or "" for v in values], dtype=object), sort=False)[0].astype(np.int64)
+
+
+def first_appearance_ids(keys: list[np.ndarray]) -> np.ndarray:
+    """Group ids (int64, shape ``(n,)``) of the rows of the integer key columns ``keys`` (each
+    shape ``(n,)``): rows with equal codes in every column share an id, and ids are numbered
+    in order of first appearance (pandas' ``groupby(..., sort=False).ngroup()``). One column at
+    a time: the ids so far times the column's span plus its code (below 2**62 for fewer than
+    2**31 rows and codes), factorised in row order."""
+    n = len(keys[0]) if keys else 0
+    gid = np.zeros(n, dtype=np.int64)
+    for k in keys:
+        if not n:
+            break
+        k = np.asarray(k, dtype=np.int64)
+        lo = int(k.min())
+        gid *= int(k.max()) - lo + 1
+        gid += k
+        gid -= lo
+        gid = pd.factorize(gid, sort=False)[0].astype(np.int64, copy=False)
+    return gid
+
+
+def _first_rows(gid: np.ndarray) -> np.ndarray:
+    """The row of each group's first appearance (shape ``(gid.max() + 1,)``), for ids numbered
+    in order of first appearance (:func:`first_appearance_ids`): the rows whose id exceeds every
+    id before them."""
+    if not gid.size:
+        return np.zeros(0, dtype=np.int64)
+    seen = np.maximum.accumulate(gid)
+    new = np.empty(gid.size, dtype=bool)
+    new[0] = True
+    np.greater(gid[1:], seen[:-1], out=new[1:])
+    return np.flatnonzero(new)
 
 
 def _roofline_fields(ctx: SignalContext, flops: float, nbytes: float, kind: str | None, dtype, seconds: float) -> dict:
