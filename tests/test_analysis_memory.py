@@ -396,3 +396,48 @@ def test_launching_op_names_are_codes_of_the_ops_names():
     assert got.dtype == object and got.tolist() == ["z", None, "x"]
     empty = pd.Series(pd.Categorical([], categories=pd.Index([], dtype=object)))
     assert text_at(empty, np.array([-1, -1])).isna().all()
+
+
+def test_a_shared_result_that_is_unavailable_is_built_once():
+    """``SignalContext.cached`` keeps a build's ``SignalUnavailable`` (its reason) and raises it
+    anew, without running the build again: the elementwise chains of a trace without recorded
+    shapes were built by each of their signals (issue 24). Each raise is a fresh exception,
+    with no traceback into the build (whose frames hold its arrays); other errors are not
+    kept."""
+    import pytest
+
+    from tracedoc.signals.base import SignalUnavailable
+
+    ctx = SignalContext(load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None))
+    calls = []
+
+    def unavailable():
+        calls.append(1)
+        big = np.ones(1000)  # noqa: F841  (a local the first traceback holds)
+        raise SignalUnavailable("nothing to build here")
+
+    raised = []
+    for _ in range(3):
+        with pytest.raises(SignalUnavailable, match="nothing to build here") as ei:
+            ctx.cached("t_unavailable", unavailable)
+        raised.append(ei.value)
+    assert len(calls) == 1
+
+    def frames(exc):
+        tb, names = exc.__traceback__, []
+        while tb is not None:
+            names.append(tb.tb_frame.f_code.co_name)
+            tb = tb.tb_next
+        return names
+
+    assert "unavailable" in frames(raised[0])
+    assert raised[1] is not raised[2] and "unavailable" not in frames(raised[1]) + frames(raised[2])
+
+    def broken():
+        calls.append(2)
+        raise ValueError("a bug")
+
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            ctx.cached("t_broken", broken)
+    assert calls.count(2) == 2

@@ -87,16 +87,36 @@ class SignalContext:
         self._values: dict[str, Any] = {}
         self._errors: dict[str, str] = {}
         self._cache: dict[str, Any] = {}
+        self._cache_errors: dict[str, str] = {}
         self._trim = GrowthTrim()
 
     def cached(self, key: str, compute: Callable[[], Any]) -> Any:
-        """Return ``compute()`` once per context (exceptions are not cached). After each
-        result is built, the C heap's free pages go back to the system when the process has
-        grown by :data:`tracedoc.heap.TRIM_STEP_BYTES` (:class:`tracedoc.heap.GrowthTrim`)."""
-        if key not in self._cache:
-            self._cache[key] = compute()
-            self._trim()
-        return self._cache[key]
+        """Return ``compute()`` once per context. After each result is built, the C heap's free
+        pages go back to the system when the process has grown by
+        :data:`tracedoc.heap.TRIM_STEP_BYTES` (:class:`tracedoc.heap.GrowthTrim`).
+
+        A :class:`SignalUnavailable` that ``compute()`` raises is kept too, as its reason, and
+        raised anew (a fresh exception, no traceback into the build) each time ``key`` is asked
+        for again: a shared result that cannot be built on this trace was built again by every
+        signal that reads it (the elementwise chains of a trace without recorded shapes: a
+        17 MiB transient on 1 M small events, once per signal; issue 24). Other exceptions are
+        not kept.
+
+        Raises:
+            SignalUnavailable: ``compute()`` raised it, now or the first time.
+        """
+        if key in self._cache:
+            return self._cache[key]
+        if key in self._cache_errors:
+            raise SignalUnavailable(self._cache_errors[key])
+        try:
+            value = compute()
+        except SignalUnavailable as exc:
+            self._cache_errors[key] = str(exc)
+            raise
+        self._cache[key] = value
+        self._trim()
+        return value
 
     def get(self, name: str) -> Any:
         """Value of signal ``name``.
