@@ -441,3 +441,26 @@ def test_a_shared_result_that_is_unavailable_is_built_once():
         with pytest.raises(ValueError):
             ctx.cached("t_broken", broken)
     assert calls.count(2) == 2
+
+
+def test_kernels_in_the_windows_are_a_view_when_they_are_one_run():
+    """``kernels_per_step`` and ``median_kernel_us`` read the kernels in the complete windows
+    as rows of the kernels frame (``keep_rows``): a view where the windows keep one run of them
+    (a copy of the frame on 1 M small events was 23 MiB), the same rows either way."""
+    import pandas as pd
+
+    from tracedoc.signals.gpu import _kernels_in_windows, kernels_in_windows_mask
+    from tracedoc.signals.steps import _one_run
+
+    # one run short of the first kernel; two runs (a copy)
+    for name, one_run in (
+        ("h100_resnet18_amp.pt.trace.json.gz", True),
+        ("h100_resnet18_batch.pt.trace.json.gz", False),
+    ):
+        ctx = SignalContext(load(real_trace(name), cache=None))
+        mask = kernels_in_windows_mask(ctx)
+        got, k = _kernels_in_windows(ctx), ctx.trace.kernels
+        assert (_one_run(mask) is not None) == one_run and 0 < mask.sum() < len(k)
+        assert np.shares_memory(got["ts_us"].to_numpy(), k["ts_us"].to_numpy()) == one_run
+        pd.testing.assert_frame_equal(got, k[mask])
+        assert ctx.get("kernels_per_step") == mask.sum() / max(int(ctx.get("step_count")), 1)
