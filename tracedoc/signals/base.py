@@ -25,6 +25,35 @@ class SignalUnavailable(Exception):
     """The signal cannot be computed on this trace; ``str(exc)`` says why."""
 
 
+def _once(
+    values: dict[str, Any],
+    errors: dict[str, str],
+    key: str,
+    compute: Callable[[], Any],
+    after_build: Callable[[], Any] | None = None,
+) -> Any:
+    """``values[key]``, built by ``compute()`` the first time (then ``after_build()``); a
+    :class:`SignalUnavailable` it raised is kept in ``errors`` as its reason and raised anew,
+    a fresh exception, each time after.
+
+    Raises:
+        SignalUnavailable: ``compute()`` raised it, now or before.
+    """
+    if key in values:
+        return values[key]
+    if key in errors:
+        raise SignalUnavailable(errors[key])
+    try:
+        value = compute()
+    except SignalUnavailable as exc:
+        errors[key] = str(exc)
+        raise
+    values[key] = value
+    if after_build is not None:
+        after_build()
+    return value
+
+
 @dataclass(frozen=True)
 class Signal:
     """A registered signal.
@@ -105,18 +134,7 @@ class SignalContext:
         Raises:
             SignalUnavailable: ``compute()`` raised it, now or the first time.
         """
-        if key in self._cache:
-            return self._cache[key]
-        if key in self._cache_errors:
-            raise SignalUnavailable(self._cache_errors[key])
-        try:
-            value = compute()
-        except SignalUnavailable as exc:
-            self._cache_errors[key] = str(exc)
-            raise
-        self._cache[key] = value
-        self._trim()
-        return value
+        return _once(self._cache, self._cache_errors, key, compute, self._trim)
 
     def get(self, name: str) -> Any:
         """Value of signal ``name``.
@@ -159,17 +177,7 @@ class SignalContext:
         Raises:
             SignalUnavailable: ``compute()`` raised it (now or when the value was stored).
         """
-        if key in self._values:
-            return self._values[key]
-        if key in self._errors:
-            raise SignalUnavailable(self._errors[key])
-        try:
-            value = compute()
-        except SignalUnavailable as exc:
-            self._errors[key] = str(exc)
-            raise
-        self._values[key] = value
-        return value
+        return _once(self._values, self._errors, key, compute)
 
     def export(self) -> tuple[dict[str, Any], dict[str, str]]:
         """``(values, reasons)``: every signal computed so far, and why the unavailable ones are."""
