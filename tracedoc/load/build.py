@@ -444,9 +444,10 @@ def build_trace(sink: ColumnSink, doc: dict[str, Any], path: str) -> Trace:
         dropped[DROP_SHAPE_ARG] = sink.shape_args_dropped
     for kind, df in frames.items():  # the categories of the rows kept, whatever was dropped
         for col, dtype in frame_columns(kind):
-            if dtype == "category" and len(df[col].cat.categories):
-                kept = without_unused_categories(df[col])
-                if kept is not df[col]:
+            column = df[col]
+            if dtype == "category" and len(column.cat.categories):
+                kept = without_unused_categories(column)
+                if kept is not column:  # a category went: set the renumbered column
                     df[col] = kept
     if _is_mtia(frames):
         devices = _mtia_devices(frames, devices)

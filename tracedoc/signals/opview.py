@@ -136,14 +136,13 @@ def _groups(ctx: SignalContext) -> tuple[pd.DataFrame, pd.Series]:
             # each call's group from integer codes of its key, numbered in order of first
             # appearance as the groupby on the texts numbered them (issue 24: that groupby's
             # object keys were a 65 MiB transient on 1 M small events, this is about 20)
-            keys = [name_codes] + [_text_key_codes(ops[c] if c in ops.columns else None, pos) for c in SHAPE_COLUMNS]
+            keys = [name_codes] + [_text_key_codes(ops.get(c), pos) for c in SHAPE_COLUMNS]
             gid = first_appearance_ids(keys)
             del keys, name_codes
             first = pos[_first_rows(gid)]
             head = {"name": text_rows(ops["name"], lambda v: v[first], pd.RangeIndex(first.size))}
             for c in SHAPE_COLUMNS:
-                values = ops[c].to_numpy(dtype=object)[first] if c in ops.columns else [None] * first.size
-                head[c] = texts([_text(v) or "" for v in values])
+                head[c] = texts(_input_texts(ops.get(c), first))
             sums = pd.DataFrame(
                 {"gpu_us": per_call["gpu_us"].to_numpy(), "n_kernels": per_call["n_kernels"].to_numpy()}
             )
@@ -177,8 +176,7 @@ def _groups_by_text(ops: pd.DataFrame, per_call: pd.DataFrame) -> tuple[pd.DataF
     idx = per_call.index
     cols = {"name": text_rows(ops["name"], lambda v: v[pos], idx)}
     for c in SHAPE_COLUMNS:
-        values = ops[c].to_numpy(dtype=object)[pos] if c in ops.columns else [None] * len(pos)
-        cols[c] = texts([_text(v) or "" for v in values], idx)
+        cols[c] = texts(_input_texts(ops.get(c), pos), idx)
     keyed = owned_frame(cols, index=idx).assign(
         gpu_us=per_call["gpu_us"].to_numpy(), n_kernels=per_call["n_kernels"].to_numpy()
     )
@@ -200,8 +198,19 @@ def _text_key_codes(column: pd.Series | None, pos: np.ndarray) -> np.ndarray:
         if empty >= 0:
             codes[codes < 0] = empty
         return codes
-    values = column.to_numpy(dtype=object)[pos]
-    return pd.factorize(np.array([_text(v) or "" for v in values], dtype=object), sort=False)[0].astype(np.int64)
+    return pd.factorize(_input_texts(column, pos), sort=False)[0].astype(np.int64)
+
+
+def _input_texts(column: pd.Series | None, rows: np.ndarray) -> np.ndarray:
+    """The recorded-input texts of :func:`_groups`' key at the row positions ``rows`` (an
+    ``object`` array, shape ``(len(rows),)``): ``""`` where none was recorded or there is no
+    column. Only those rows are read (a ``Categorical`` takes its codes there first)."""
+    out = np.empty(len(rows), dtype=object)
+    if column is None:
+        out[:] = ""
+    else:
+        out[:] = [_text(v) or "" for v in column.take(rows).to_numpy(dtype=object)]
+    return out
 
 
 def first_appearance_ids(keys: list[np.ndarray]) -> np.ndarray:
