@@ -4,6 +4,9 @@ a group of windows at a time. Each against the whole computation it replaces."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from tests.conftest import real_trace
 from tracedoc.load import load
 from tracedoc.signals import SignalContext
@@ -27,3 +30,29 @@ def test_name_masks_hold_one_answer_per_name_and_give_a_new_array():
     assert ctx._cache["mask_kernels_sgemm"].shape == (len(uniques),)  # per name, not per row
     first[:] = False  # a caller's own array: the next call is not changed by it
     assert cached_name_mask(ctx, "kernels", "sgemm", lambda n: False).any()
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_tensor_core_kernel_saving_is_the_schedule_sum_without_the_schedule(name):
+    """The signal, computed from the kernels' launches, against the formula its docstring gives
+    evaluated on the step model's schedule (the signal's code at b499623): the same float."""
+    from tracedoc.signals.stepmodel import (
+        _schedule,
+        complete_mask,
+        tensor_core_kernel_saving_ms,
+        tensor_core_ratio,
+        tf32_tensor_core_ratio,
+    )
+
+    ctx = SignalContext(load(real_trace(name), cache=None))
+    sch = _schedule(ctx)
+    complete = complete_mask(ctx)
+    a_ok = (sch.a_step >= 0) & complete[np.maximum(sch.a_step, 0)]
+    rows = sch.ev_rows[np.repeat(a_ok, np.diff(sch.ev_ptr))]
+    r, r32 = tensor_core_ratio(ctx), tf32_tensor_core_ratio(ctx)
+    want = float(sch.ev_dur[rows][sch.ev_tc_slow[rows]].sum()) * (1.0 - 1.0 / r)
+    want += float(sch.ev_dur[rows][sch.ev_tf32[rows]].sum()) * (1.0 - 1.0 / r32)
+    want = want / int(complete.sum()) / 1000.0
+    fresh = SignalContext(ctx.trace)
+    assert tensor_core_kernel_saving_ms(fresh) == want
+    assert "stepmodel_schedule" not in fresh._cache

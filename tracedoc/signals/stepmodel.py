@@ -1229,16 +1229,53 @@ def tensor_core_kernel_saving_ms(ctx: SignalContext) -> float:
     Raises:
         SignalUnavailable: a CPU-only trace, or no complete step with launches.
     """
-    sch = _schedule(ctx)
+    from tracedoc.signals.attribution import kernel_ops
+    from tracedoc.signals.ledger import _runtime_classes
+    from tracedoc.signals.tensor_core import tf32_kernel_mask
+
+    # the schedule's GPU events (:func:`_schedule`) of the complete steps' anchors, found without
+    # building it: that 29 MiB on 1 M small events was then held through every later rule
+    # (issue 24). A linked event's launch call is on a launching thread by definition; it is an
+    # anchor when it issues GPU work or blocks. Summed in the schedule's order (anchor start,
+    # anchor row, event start): the same floats.
+    g = gpu_events(ctx)
+    dev = ctx.device
+    on_dev = np.ones(len(g), dtype=bool)
+    if dev is not None and (g["device"] == dev.id).any():
+        on_dev = (g["device"] == dev.id).to_numpy()
+    if not on_dev.any():
+        raise SignalUnavailable("the trace has no GPU activity (a CPU-only trace)")
+    pos = g["rt_pos"].to_numpy()
+    if not (on_dev & (pos >= 0)).any():
+        raise SignalUnavailable("no GPU event is linked to the runtime call that launched it")
     complete = complete_mask(ctx)
     if not complete.any():
         raise SignalUnavailable("no complete step has GPU work launched from its CPU span")
-    a_ok = (sch.a_step >= 0) & complete[np.maximum(sch.a_step, 0)]
-    counts = np.diff(sch.ev_ptr)
-    rows = sch.ev_rows[np.repeat(a_ok, counts)]
+    ko = kernel_ops(ctx)
+    nk = len(ko)
+    eligible, tensor_core = ko["eligible"].to_numpy(), ko["tensor_core"].to_numpy()
+    cls = _runtime_classes(ctx)
+    anchor_call = cls["issues_gpu"].to_numpy() | cls["blocking"].to_numpy()
+    rt_ts = ctx.trace.runtime["ts_us"].to_numpy(dtype=float)
+    w = step_windows(ctx)
+    cs, ce = w["cpu_start_us"].to_numpy(), w["cpu_end_us"].to_numpy()
+    gs, ge = g["ts_us"].to_numpy(dtype=float)[:nk], g["end_us"].to_numpy(dtype=float)[:nk]
+
+    def kernel_ms(member: np.ndarray) -> float:  # kernels come first in gpu_events
+        rows = np.flatnonzero(member & on_dev[:nk] & (pos[:nk] >= 0))
+        at = pos[rows].astype(np.int64)
+        rows, at = rows[anchor_call[at]], at[anchor_call[at]]
+        a_ts = rt_ts[at]
+        k = np.searchsorted(cs, a_ts, side="right") - 1
+        ok = (k >= 0) & (a_ts < ce[np.maximum(k, 0)])
+        ok[ok] = complete[k[ok]]
+        rows, at, a_ts = rows[ok], at[ok], a_ts[ok]
+        rows = rows[np.lexsort((gs[rows], at, a_ts))]
+        return float((ge[rows] - gs[rows]).sum())
+
     r, r32 = tensor_core_ratio(ctx), tf32_tensor_core_ratio(ctx)
-    removed = float(sch.ev_dur[rows][sch.ev_tc_slow[rows]].sum()) * (1.0 - 1.0 / r)
-    removed += float(sch.ev_dur[rows][sch.ev_tf32[rows]].sum()) * (1.0 - 1.0 / r32)
+    removed = kernel_ms(eligible & ~tensor_core) * (1.0 - 1.0 / r)
+    removed += kernel_ms(eligible & tensor_core & tf32_kernel_mask(ctx)) * (1.0 - 1.0 / r32)
     return removed / int(complete.sum()) / 1000.0
 
 
