@@ -4,6 +4,8 @@ a group of windows at a time. Each against the whole computation it replaces."""
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import numpy as np
 import pytest
 
@@ -56,3 +58,40 @@ def test_tensor_core_kernel_saving_is_the_schedule_sum_without_the_schedule(name
     fresh = SignalContext(ctx.trace)
     assert tensor_core_kernel_saving_ms(fresh) == want
     assert "stepmodel_schedule" not in fresh._cache
+
+
+@pytest.mark.parametrize(
+    "name", [*TRACES[:2], "mi250_toy_train.pt.trace.json.gz", "v100_resnet50_ddp_gpu_bound.pt.trace.json.gz"]
+)
+def test_the_ledger_painted_in_window_groups_is_the_whole_paint_inside_the_windows(name):
+    """Groups of 64 bounds (every trace here is cut into many) against one group of every
+    window (the whole paint of the windows' span): the per-window ledger and every cause's idle
+    segments, to the bit."""
+    import tracedoc.signals.intervals as iv
+    from tracedoc.signals.ledger import LEDGER_KEYS, device_ledger_us, idle_segments, ledger_devices
+
+    trace = load(real_trace(name), cache=None)
+
+    groups = []
+    real_groups = iv.window_groups
+
+    def counted(*a):
+        for g in real_groups(*a):
+            groups.append(g[:2])
+            yield g
+
+    def ledger(group: int):
+        ctx = SignalContext(trace)
+        groups.clear()
+        with patch.object(iv, "PAINT_GROUP_BOUNDS", group), patch("tracedoc.signals.ledger.window_groups", counted):
+            out = []
+            for d in ledger_devices(ctx):
+                out.append(device_ledger_us(ctx, d).tobytes())
+                for cause in LEDGER_KEYS:
+                    s, e = idle_segments(ctx, d, cause)
+                    out.append((s.tobytes(), e.tobytes()))
+            return [len(groups), *out]
+
+    parts, whole = ledger(64), ledger(1 << 62)
+    assert parts[0] > 1 and whole[0] == 1
+    assert parts[1:] == whole[1:]

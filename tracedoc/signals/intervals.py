@@ -6,7 +6,7 @@ to traces of millions of events.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -356,9 +356,28 @@ def paint_per_window(
     if not all(d for _, _, d in unions):
         grid, assigned = paint(layers, win_start.min(), win_end.max(), [win_start, win_end])
         return per_window(grid, to_label[assigned], n_labels, win_start, win_end)
+    for k0, k1, part in window_groups([(a, b) for a, b, _ in unions], win_start, win_end):
+        ws, we = win_start[k0:k1], win_end[k0:k1]
+        grid, assigned = paint(part, float(ws[0]), float(we[-1]), [ws, we])
+        out[k0:k1] = per_window(grid, to_label[assigned], n_labels, ws, we)
+        del grid, assigned, part
+    return out
+
+
+def window_groups(
+    unions: list[tuple[np.ndarray, np.ndarray]], win_start: np.ndarray, win_end: np.ndarray
+) -> Iterator[tuple[int, int, list[tuple[np.ndarray, np.ndarray]]]]:
+    """``(k0, k1, part)`` for consecutive groups of the windows ``k0..k1-1`` (together all of
+    them, in order), each with about :data:`PAINT_GROUP_BOUNDS` bounds of ``unions`` (sorted,
+    disjoint ``(starts, ends)`` layers, :func:`merge`'s form); ``part`` holds, per layer, the
+    slice of its intervals that overlap the group's span ``[win_start[k0], win_end[k1 - 1])``
+    (views, no copy). Painting ``part`` over that span (:func:`paint`) gives the whole paint's
+    segments inside it: every bound inside is there, clipped ones land on its window edges, and
+    a segment is covered by the same layers. Windows must be sorted and disjoint."""
+    nw = len(win_start)
     # bounds per window: 2 per union interval overlapping it (an upper bound, enough to group)
     weight = np.full(nw, 2.0)
-    for a, b, _ in unions:
+    for a, b in unions:
         weight += 2.0 * (np.searchsorted(a, win_end, side="left") - np.searchsorted(b, win_start, side="right"))
     reach = np.cumsum(weight)
     k0 = 0
@@ -367,16 +386,12 @@ def paint_per_window(
         k1 = max(int(np.searchsorted(reach, base + PAINT_GROUP_BOUNDS, side="right")), k0 + 1)
         lo, hi = float(win_start[k0]), float(win_end[k1 - 1])
         part = []
-        for a, b, _ in unions:
+        for a, b in unions:
             i0 = int(np.searchsorted(b, lo, side="right"))  # the first interval ending after lo
             i1 = int(np.searchsorted(a, hi, side="left"))  # one past the last starting before hi
             part.append((a[i0:i1], b[i0:i1]) if i1 > i0 else (a[:0], b[:0]))
-        ws, we = win_start[k0:k1], win_end[k0:k1]
-        grid, assigned = paint(part, lo, hi, [ws, we])
-        out[k0:k1] = per_window(grid, to_label[assigned], n_labels, ws, we)
-        del grid, assigned, part
+        yield k0, k1, part
         k0 = k1
-    return out
 
 
 #: Bounds :func:`paint_per_window` paints at once (2**18: a few MiB of grid and labels).

@@ -148,7 +148,7 @@ import numpy as np
 import pandas as pd
 
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
-from tracedoc.signals.intervals import merge, paint, per_window
+from tracedoc.signals.intervals import _union, merge, paint, per_window, window_groups
 from tracedoc.signals.optimizer import optimizer_step_mask, zero_grad_mask
 from tracedoc.signals.steps import (
     comm_op_rows,
@@ -595,7 +595,9 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
 
 def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarray]:
     """The ledger of one device as painted segments: ``(grid, labels)``, the sorted segment
-    boundaries (µs) and each segment's owner (a column of :func:`device_ledger_us`).
+    boundaries (µs) and each segment's owner (a column of :func:`device_ledger_us`). Only the
+    segments inside the step windows are the ledger's: the time between two windows may be one
+    segment owned by ``untraced`` whatever ran then (the paint goes a group of windows at a time).
 
     Raises:
         SignalUnavailable: the device has no GPU activity in the trace.
@@ -667,7 +669,6 @@ def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarr
             _spans(ops, other_cpu),  # 16
             _spans(rt, rt_on),  # 17 any other runtime call: CPU busy in the driver
         ]
-        grid, assigned = paint(layers, lo, hi, [ws, we])
         key = {k: i for i, k in enumerate(LEDGER_KEYS)}
         busy_col = len(LEDGER_KEYS)
         to_key = np.array(
@@ -693,25 +694,54 @@ def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarr
                 key["untraced"],
             ]
         )
-        labels = to_key.astype(np.int8)[assigned]
-        # queued segments only: one (m,) temporary per step over every segment held m floats
-        # at a time (issue 24)
-        queued = np.flatnonzero(labels < 0)
-        if queued.size:
-            # length of the idle gap (hole in the busy union) that holds each queued segment
-            bs_, be_ = merge(gs, ge)
-            # sentinels: an empty busy union (zero-length events) leaves one gap, the whole span
-            be_ = np.concatenate([[lo], be_])
-            bs_ = np.concatenate([bs_, [hi]])
-            mid = (grid[queued] + grid[queued + 1]) / 2
-            k = np.searchsorted(be_, mid, side="right") - 1  # the last block end at or before mid
-            gap_start = be_[np.maximum(k, 0)]
-            gap_end = bs_[np.minimum(k, bs_.size - 1)]
-            short = (gap_end - gap_start) < KERNEL_WAIT_MAX_US
-            long_owner = np.where(labels[queued] == -2, key["dependency_wait"], key["other_idle"])
-            labels[queued] = np.where(short, key["kernel_wait"], long_owner)
-        del queued
-        return _merge_same_owner(grid, labels, np.concatenate([ws, we]))
+        to_key = to_key.astype(np.int8)
+        # the idle gaps (holes in the busy union) that hold queued segments; sentinels: an empty
+        # busy union (zero-length events) leaves one gap, the whole span
+        bs_, be_ = merge(gs, ge)
+        be_ = np.concatenate([[lo], be_])
+        bs_ = np.concatenate([bs_, [hi]])
+
+        def owners(grid: np.ndarray, assigned: np.ndarray) -> np.ndarray:
+            labels = to_key[assigned]
+            # queued segments only: one (m,) temporary per step over every segment held m
+            # floats at a time (issue 24)
+            queued = np.flatnonzero(labels < 0)
+            if queued.size:
+                mid = (grid[queued] + grid[queued + 1]) / 2
+                k = np.searchsorted(be_, mid, side="right") - 1  # the last block end at or before mid
+                gap_start = be_[np.maximum(k, 0)]
+                gap_end = bs_[np.minimum(k, bs_.size - 1)]
+                short = (gap_end - gap_start) < KERNEL_WAIT_MAX_US
+                long_owner = np.where(labels[queued] == -2, key["dependency_wait"], key["other_idle"])
+                labels[queued] = np.where(short, key["kernel_wait"], long_owner)
+            return labels
+
+        unions = [_union(a, b) for a, b in layers]
+        del layers
+        if not all(flag for _, _, flag in unions):  # a NaN bound: the one whole paint
+            grid, assigned = paint([(a, b) for a, b, _ in unions], lo, hi, [ws, we])
+            return _merge_same_owner(grid, owners(grid, assigned), np.concatenate([ws, we]))
+        # painted a group of windows at a time, each group's owners merged as they come: the
+        # whole trace's bounds at once were the ledger's peak (59 MiB over what the analysis held,
+        # 1 M small events; issue 24). Inside the windows the segments and owners are the whole
+        # paint's (tracedoc.signals.intervals.window_groups); the time between two groups, outside
+        # every window, is one segment owned by nothing (untraced), which no reader of the
+        # ledger counts (device_ledger_us and idle_segments read the windows only).
+        grids, labels = [], []
+        last = None  # the grid's last point so far
+        for k0, k1, part in window_groups([(a, b) for a, b, _ in unions], ws, we):
+            gw_s, gw_e = ws[k0:k1], we[k0:k1]
+            grid, assigned = paint(part, float(gw_s[0]), float(gw_e[-1]), [gw_s, gw_e])
+            grid, lab = _merge_same_owner(grid, owners(grid, assigned), np.concatenate([gw_s, gw_e]))
+            del assigned, part
+            if last is not None and last == grid[0]:
+                grid = grid[1:]  # the same point: the groups touch
+            elif last is not None:
+                labels.append(to_key[-1:])  # the time between them
+            grids.append(grid)
+            labels.append(lab)
+            last = grid[-1] if grid.size else last
+        return np.concatenate(grids), np.concatenate(labels)
 
     return ctx.cached(f"ledger_paint_{device}", build)
 
