@@ -50,6 +50,9 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
     severity is then set by its saving's share of the step, the rule's own level kept in
     ``base_severity`` (:func:`tracedoc.engine.claims.apply_impact_severity`: below 1% info, from 1%
     warning, from 10% error).
+
+    Before the replays every large intermediate of the context but the step model's is
+    released (:meth:`~tracedoc.signals.base.SignalContext.release`; issue 24).
     """
     from tracedoc.engine.claims import apply_impact_severity, apply_replays, grant_savings
 
@@ -61,6 +64,11 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
         elif isinstance(out, Skipped):
             skipped.append(out)
     grant_savings(findings, ctx.get)
+    # the replays read the step model's own intermediates only: the rules' others go first, so
+    # that they are not held under the replays' peak (issue 24; a later signal rebuilds one)
+    from tracedoc.signals.stepmodel import step_model_key
+
+    ctx.release(keep=step_model_key)
     apply_replays(findings, ctx)
     apply_impact_severity(findings, ctx.try_get("step_time_ms")[0])
     return rank_findings(findings), skipped
@@ -201,6 +209,11 @@ def analyze_trace(
 ) -> Report:
     """Compute every signal, evaluate the rules and build the :class:`Report`.
 
+    Memory (issue 24): the context's large intermediates are released twice
+    (:meth:`~tracedoc.signals.base.SignalContext.release`): before the replays, all but the
+    step model's (:func:`run_rules`), and once the step model's signals are computed, all. A
+    released intermediate that a later signal reads is built again: time, never a result.
+
     Args:
         min_saving_ms, min_saving_share: the floors (default 0.05 ms per step and 1% of the
             step, :mod:`tracedoc.engine.claims`): a finding whose granted saving is below
@@ -237,9 +250,21 @@ def analyze_trace(
             AlsoTrue(f.code, f.name, "window", f"set aside: {distrust}", f.estimated_saving_ms, f.uncapped_saving_ms)
             for f in idle
         ] + also
+    from tracedoc.engine.claims import combined_replay
+    from tracedoc.signals import stepmodel
+
+    # the step model's readers first, then its intermediates go (issue 24: the schedule was
+    # held under every later peak); every signal's value is the same in any order
+    combined = combined_replay(findings, ctx)
+    model = stepmodel.__name__  # its signals: the replays and the critical path
+    order = sorted(SIGNALS.items(), key=lambda item: item[1].func.__module__ != model)
     signals: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
-    for name, sig in SIGNALS.items():
+    released = False
+    for name, sig in order:
+        if not released and sig.func.__module__ != model:
+            ctx.release()
+            released = True
         if sig.unit == "table":
             continue
         value, reason = ctx.try_get(name)
@@ -248,9 +273,8 @@ def analyze_trace(
         else:
             signals[name] = None
             unavailable[name] = reason
-    from tracedoc.engine.claims import combined_replay
-
-    combined = combined_replay(findings, ctx)
+    signals = {name: signals[name] for name in SIGNALS if name in signals}  # the registry's order
+    unavailable = {name: unavailable[name] for name in SIGNALS if name in unavailable}
     per_step, _ = ctx.try_get("step_breakdown")
     ledger = stored["idle_ledger"] if stored is not None else idle_ledger(ctx)
     if signal_store is not None and stored is None:

@@ -103,6 +103,52 @@ def signal(
     return deco
 
 
+#: The arrays an intermediate must hold before :meth:`SignalContext.release` drops it: 64 KiB,
+#: a few thousand rows of one column; below it a value is kept (a per-step or per-name array).
+RELEASE_MIN_BYTES = 1 << 16
+
+
+def held_bytes(value: Any, _depth: int = 0) -> int:
+    """Bytes of the numpy arrays ``value`` holds (its own, or those of the pandas objects,
+    tuples, lists, dicts and dataclasses in it, to 4 levels; a view counts its base once).
+    An estimate of what dropping ``value`` frees, for :meth:`SignalContext.release`: objects
+    of Python's own (strings, numbers) count 0."""
+    import numpy as np
+    import pandas as pd
+
+    seen: set[int] = set()
+
+    def walk(v: Any, depth: int) -> int:
+        if isinstance(v, np.ndarray):
+            base = v
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            if id(base) in seen:
+                return 0
+            seen.add(id(base))
+            return base.nbytes
+        if depth >= 4:
+            return 0
+        if isinstance(v, pd.DataFrame):
+            return sum(walk(v.iloc[:, i], depth + 1) for i in range(v.shape[1]))
+        if isinstance(v, pd.RangeIndex):
+            return 0
+        if isinstance(v, (pd.Series, pd.Index)):
+            values = v.array
+            if isinstance(values, pd.Categorical):
+                return walk(values.codes, depth + 1)
+            return walk(np.asarray(values), depth + 1) if values.dtype != object else 0
+        if isinstance(v, (tuple, list)):
+            return sum(walk(x, depth + 1) for x in v)
+        if isinstance(v, dict):
+            return sum(walk(x, depth + 1) for x in v.values())
+        if hasattr(v, "__dataclass_fields__"):
+            return sum(walk(getattr(v, f), depth + 1) for f in v.__dataclass_fields__)
+        return 0
+
+    return walk(value, _depth)
+
+
 class SignalContext:
     """Per-trace cache of signal values and of the intermediate results they share.
 
@@ -135,6 +181,28 @@ class SignalContext:
             SignalUnavailable: ``compute()`` raised it, now or the first time.
         """
         return _once(self._cache, self._cache_errors, key, compute, self._trim)
+
+    def release(self, keep: Callable[[str], bool] = lambda key: False, min_bytes: int | None = None) -> int:
+        """Drop the cached intermediates (:meth:`cached`) that hold at least ``min_bytes`` of
+        arrays (default :data:`RELEASE_MIN_BYTES`; :func:`held_bytes`) and whose key ``keep``
+        does not accept; signal values, and the reasons of those unavailable, stay. Returns the
+        bytes dropped (their arrays: what is freed once nothing else holds them).
+
+        An intermediate is a pure function of the trace, so one that is asked for again is
+        built again, the same value: a release costs time, never a result. The engine releases
+        at the ends of its phases (:func:`tracedoc.engine.analyze_trace`), so that one family's
+        intermediates are not held under the next one's peak (issue 24). Small values (a
+        per-step dict, a per-name mask) stay whatever their key: they cost nothing to hold and
+        some took a large build.
+        """
+        floor = RELEASE_MIN_BYTES if min_bytes is None else min_bytes
+        dropped = 0
+        for key in [k for k in self._cache if not keep(k)]:
+            size = held_bytes(self._cache[key])
+            if size >= floor:
+                del self._cache[key]
+                dropped += size
+        return dropped
 
     def get(self, name: str) -> Any:
         """Value of signal ``name``.

@@ -824,17 +824,22 @@ def device_label(ctx: SignalContext, device: int) -> str:
 
 
 def ledger_ms_per_step(ctx: SignalContext, device: int) -> dict[str, float]:
-    """One device's ledger averaged over complete steps: key -> ms per step, plus ``busy``.
+    """One device's ledger averaged over complete steps: key -> ms per step, plus ``busy``
+    (cached: the report's ledger asks again after the engine has released the paint).
 
     Keys are :data:`LEDGER_KEYS` (they add up to the idle time) and ``busy``.
     """
-    arr = device_ledger_us(ctx, device)
-    m = complete_mask(ctx)
-    n = max(int(m.sum()), 1)
-    sums = arr[m].sum(axis=0) / n / 1000.0
-    out = {k: float(sums[i]) for i, k in enumerate(LEDGER_KEYS)}
-    out["busy"] = float(sums[len(LEDGER_KEYS)])
-    return out
+
+    def build() -> dict[str, float]:
+        arr = device_ledger_us(ctx, device)
+        m = complete_mask(ctx)
+        n = max(int(m.sum()), 1)
+        sums = arr[m].sum(axis=0) / n / 1000.0
+        out = {k: float(sums[i]) for i, k in enumerate(LEDGER_KEYS)}
+        out["busy"] = float(sums[len(LEDGER_KEYS)])
+        return out
+
+    return dict(ctx.cached(f"ledger_ms_{device}", build))
 
 
 def primary_ledger(ctx: SignalContext) -> dict[str, float]:

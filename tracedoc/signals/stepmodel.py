@@ -664,6 +664,13 @@ def _schedule(ctx: SignalContext) -> _Schedule:
     return ctx.cached("stepmodel_schedule", build)
 
 
+def step_model_key(key: str) -> bool:
+    """Whether ``key`` names one of the step model's cached intermediates (its schedule, anchor
+    order and replays): what the engine keeps through its release before the replays
+    (:meth:`tracedoc.signals.base.SignalContext.release`)."""
+    return key.startswith("stepmodel_")
+
+
 def _fit_int32(values: np.ndarray) -> np.ndarray:
     """``values`` (integers) as int32 when every one fits, else as they are: the schedule's
     streams (``stream * 1024 + device``, not bounded by any frame's length) are held for the

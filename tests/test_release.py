@@ -1,0 +1,89 @@
+"""The engine's release of cached intermediates between its phases (issue 24).
+
+A release drops values that are pure functions of the trace, so a report with the releases is
+the report without them: the first test holds the engine to that on real traces.
+"""
+
+from __future__ import annotations
+
+from unittest.mock import patch
+
+import numpy as np
+import pytest
+
+from tests.conftest import real_trace
+from tracedoc.engine import analyze_trace
+from tracedoc.load import load
+from tracedoc.signals import SignalContext
+from tracedoc.signals.base import RELEASE_MIN_BYTES, held_bytes
+
+# GPU training traces (ledger, replays, critical path), an AMD serving trace and a CPU-only one
+TRACES = [
+    "v100_resnet50_workers0.pt.trace.json.gz",
+    "h100_resnet18_baseline.pt.trace.json.gz",
+    "mi300x_sglang_qwen3_prefill_decode.pt.trace.json.gz",
+    "cpu_only_gloo.pt.trace.json.gz",
+]
+
+
+def _report(trace, release: bool) -> dict:
+    if release:
+        return analyze_trace(trace).to_dict()
+    with patch.object(SignalContext, "release", lambda self, *a, **k: 0):
+        return analyze_trace(trace).to_dict()
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_a_report_with_releases_is_the_report_without(name):
+    trace = load(real_trace(name), cache=None)
+    assert _report(trace, True) == _report(trace, False)
+
+
+def test_the_engine_releases_the_schedule_and_the_rules_intermediates():
+    """After an analysis the step model's schedule, the ledger's paint and the op view's calls
+    are no longer held; the small per-device ledger is."""
+    trace = load(real_trace("h100_resnet18_baseline.pt.trace.json.gz"), cache=None)
+    seen: list[SignalContext] = []
+    init = SignalContext.__init__
+
+    def keep(self, *a, **k):
+        init(self, *a, **k)
+        seen.append(self)
+
+    released: list[int] = []
+    real_release = SignalContext.release
+
+    def count(self, *a, **k):
+        released.append(real_release(self, *a, **k))
+        return released[-1]
+
+    with patch.object(SignalContext, "__init__", keep), patch.object(SignalContext, "release", count):
+        analyze_trace(trace)
+    (ctx,) = seen
+    assert len(released) == 2 and all(n > 0 for n in released)
+    big = {k for k, v in ctx._cache.items() if held_bytes(v) >= RELEASE_MIN_BYTES}
+    assert "stepmodel_schedule" not in ctx._cache
+    assert not any(k.startswith("ledger_paint_") for k in big)
+    assert "ledger_ms_0" in ctx._cache or any(k.startswith("ledger_ms_") for k in ctx._cache)
+
+
+def test_release_keeps_small_values_and_those_it_is_told_to():
+    trace = load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None)
+    ctx = SignalContext(trace)
+    big = np.zeros(RELEASE_MIN_BYTES // 8)
+    ctx.cached("big", lambda: (big, {"x": big[:10]}))  # a view of the same base counts once
+    ctx.cached("kept_big", lambda: np.ones(RELEASE_MIN_BYTES))
+    ctx.cached("small", lambda: np.ones(RELEASE_MIN_BYTES // 16))
+    assert held_bytes(ctx._cache["big"]) == big.nbytes
+    assert ctx.release(keep=lambda key: key.startswith("kept_")) == big.nbytes
+    assert set(ctx._cache) == {"kept_big", "small"}
+    # a released value is built again when asked for
+    assert ctx.cached("big", lambda: "rebuilt") == "rebuilt"
+
+
+def test_held_bytes_counts_frames_and_categorical_codes_not_their_strings():
+    import pandas as pd
+
+    df = pd.DataFrame({"t": np.arange(1000, dtype=np.float64), "name": pd.Categorical(["a", "b"] * 500)})
+    assert held_bytes(df) == 1000 * 8 + df["name"].array.codes.nbytes
+    assert held_bytes(("text", 3, None)) == 0
