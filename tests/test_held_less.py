@@ -95,3 +95,18 @@ def test_the_ledger_painted_in_window_groups_is_the_whole_paint_inside_the_windo
     parts, whole = ledger(64), ledger(1 << 62)
     assert parts[0] > 1 and whole[0] == 1
     assert parts[1:] == whole[1:]
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_runtime_ops_looked_up_in_parts_is_the_one_lookup(name):
+    import tracedoc.signals.attribution as at
+
+    trace = load(real_trace(name), cache=None)
+    whole = at.runtime_ops(SignalContext(trace))
+    with patch.object(at, "_CALLS_PART", 7):
+        parts = at.runtime_ops(SignalContext(trace))
+    assert (whole["op_pos"] >= 0).any()
+    assert parts["op_pos"].to_numpy().tobytes() == whole["op_pos"].to_numpy().tobytes()
+    assert parts["eligible"].to_numpy().tobytes() == whole["eligible"].to_numpy().tobytes()
+    assert parts["op"].astype(object).fillna("").tolist() == whole["op"].astype(object).fillna("").tolist()
+

@@ -23,6 +23,8 @@ from tracedoc.signals.strings import cached_name_mask, frame_threads, owned_fram
 
 #: How far back (in ops on the same thread) to look for the innermost enclosing op.
 MAX_NESTING_SCAN = 64
+#: Runtime calls :func:`runtime_ops` looks up at once (2**16: about 3 MiB of temporaries).
+_CALLS_PART = 1 << 16
 
 
 def is_layout_transform_kernel(name: str) -> bool:
@@ -106,31 +108,36 @@ def runtime_ops(ctx: SignalContext) -> pd.DataFrame:
             oc = op_code_of.get(key)
             if oc is None:
                 continue
-            sel = np.flatnonzero(cpu & (op_codes == oc))
+            sel = np.flatnonzero(cpu & (op_codes == oc)).astype(op_pos.dtype)
             if not sel.size:
                 continue
+            # the thread's ops by start, the longest first on a tie; their rows, start and end
+            sel = sel[np.lexsort((-o_dur_all[sel], o_ts_all[sel]))]
+            ots, oend = o_ts_all[sel], o_end_all[sel]
+            el = elig_all[sel]
+            es, ee = merge(ots[el], oend[el])  # a union: the same whatever the order of its parts
+            del el
             r_idx = np.flatnonzero(rt_codes == rc)
-            o_ts, o_end = o_ts_all[sel], o_end_all[sel]
-            order = np.lexsort((-o_dur_all[sel], o_ts))
-            ots = o_ts[order]
-            oend = o_end[order]
-            rts = rt_ts[r_idx]
-            j = np.searchsorted(ots, rts, side="right") - 1
-            found = np.full(rts.size, -1)
-            pending = np.flatnonzero(j >= 0)  # calls still looking for their enclosing op
-            for back in range(MAX_NESTING_SCAN):
-                cand = j[pending] - back
-                pending, cand = pending[cand >= 0], cand[cand >= 0]
-                if not pending.size:
-                    break
-                hit = oend[cand] >= rts[pending]
-                found[pending[hit]] = cand[hit]
-                pending = pending[~hit]
-            op_pos[r_idx[found >= 0]] = sel[order][found[found >= 0]]
-            es, ee = merge(o_ts[elig_all[sel]], o_end[elig_all[sel]])
-            if es.size:
-                k = np.searchsorted(es, rts, side="right") - 1
-                eligible[r_idx] = (k >= 0) & (rts <= ee[np.maximum(k, 0)])
+            # the calls a part at a time: the search's arrays for every call of a thread at once
+            # were a 36 MiB transient on 1 M small events, the step model's build's peak (issue 24)
+            for lo in range(0, r_idx.size, _CALLS_PART):
+                part = r_idx[lo : lo + _CALLS_PART]
+                rts = rt_ts[part]
+                j = np.searchsorted(ots, rts, side="right") - 1
+                found = np.full(rts.size, -1, dtype=op_pos.dtype)
+                pending = np.flatnonzero(j >= 0)  # calls still looking for their enclosing op
+                for back in range(MAX_NESTING_SCAN):
+                    cand = j[pending] - back
+                    pending, cand = pending[cand >= 0], cand[cand >= 0]
+                    if not pending.size:
+                        break
+                    hit = oend[cand] >= rts[pending]
+                    found[pending[hit]] = cand[hit]
+                    pending = pending[~hit]
+                op_pos[part[found >= 0]] = sel[found[found >= 0]]
+                if es.size:
+                    k = np.searchsorted(es, rts, side="right") - 1
+                    eligible[part] = (k >= 0) & (rts <= ee[np.maximum(k, 0)])
         return _runtime_ops_frame(t.ops, op_pos, eligible, rt.index)
 
     return ctx.cached("runtime_ops", build)
