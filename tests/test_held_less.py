@@ -110,3 +110,15 @@ def test_runtime_ops_looked_up_in_parts_is_the_one_lookup(name):
     assert parts["eligible"].to_numpy().tobytes() == whole["eligible"].to_numpy().tobytes()
     assert parts["op"].astype(object).fillna("").tolist() == whole["op"].astype(object).fillna("").tolist()
 
+
+def test_op_codes_of_a_categorical_name_the_missing_as_the_factorisation_does():
+    import pandas as pd
+
+    from tracedoc.signals.attention import _op_codes
+
+    values = ["aten::bmm", None, "aten::softmax", "aten::bmm", None]
+    for column in (pd.Series(pd.Categorical(values)), pd.Series(values, dtype=object)):
+        codes, names = _op_codes(column)
+        assert [names[c] for c in codes] == ["aten::bmm", "", "aten::softmax", "aten::bmm", ""]
+    codes, names = _op_codes(pd.Series(pd.Categorical(["a", "b"])))
+    assert "" not in names.tolist() and codes.tolist() == [0, 1]
