@@ -60,7 +60,9 @@ def test_the_engine_releases_the_schedule_and_the_rules_intermediates():
     with patch.object(SignalContext, "__init__", keep), patch.object(SignalContext, "release", count):
         analyze_trace(trace)
     (ctx,) = seen
-    assert len(released) == 2 and all(n > 0 for n in released)
+    # before the model's build, before the replays (what the model was built from: below the
+    # floor on a trace this small), after the model's signals
+    assert len(released) == 3 and released[0] > 0 and released[2] > 0
     big = {k for k, v in ctx._cache.items() if held_bytes(v) >= RELEASE_MIN_BYTES}
     assert "stepmodel_schedule" not in ctx._cache
     assert not any(k.startswith("ledger_paint_") for k in big)
@@ -87,3 +89,13 @@ def test_held_bytes_counts_frames_and_categorical_codes_not_their_strings():
     df = pd.DataFrame({"t": np.arange(1000, dtype=np.float64), "name": pd.Categorical(["a", "b"] * 500)})
     assert held_bytes(df) == 1000 * 8 + df["name"].array.codes.nbytes
     assert held_bytes(("text", 3, None)) == 0
+
+
+def test_release_does_not_count_the_trace_columns_an_intermediate_views():
+    trace = load(real_trace("h100_resnet18_baseline.pt.trace.json.gz"), cache=None)
+    ctx = SignalContext(trace)
+    n = len(trace.kernels)
+    ctx.cached("view", lambda: (trace.kernels["ts_us"].to_numpy(), trace.kernels["name"]))
+    ctx.cached("copy", lambda: trace.kernels["ts_us"].to_numpy().copy())
+    assert ctx.release(min_bytes=1) == n * 8  # the copy's bytes; dropping the view frees nothing
+    assert set(ctx._cache) == {"view"}

@@ -51,8 +51,9 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
     ``base_severity`` (:func:`tracedoc.engine.claims.apply_impact_severity`: below 1% info, from 1%
     warning, from 10% error).
 
-    Before the replays every large intermediate of the context but the step model's is
-    released (:meth:`~tracedoc.signals.base.SignalContext.release`; issue 24).
+    Before the step model is built, and again before the replays, every large intermediate of
+    the context but the step model's is released
+    (:meth:`~tracedoc.signals.base.SignalContext.release`; issue 24).
     """
     from tracedoc.engine.claims import apply_impact_severity, apply_replays, grant_savings
 
@@ -65,10 +66,13 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
             skipped.append(out)
     grant_savings(findings, ctx.get)
     # the replays read the step model's own intermediates only: the rules' others go first, so
-    # that they are not held under the replays' peak (issue 24; a later signal rebuilds one)
-    from tracedoc.signals.stepmodel import step_model_key
+    # that they are not held under the model's build, and what it was built from goes before
+    # the replays (issue 24; a later signal rebuilds what it needs)
+    from tracedoc.signals.stepmodel import build_model, step_model_key
 
     ctx.release(keep=step_model_key)
+    if build_model(ctx):
+        ctx.release(keep=step_model_key)
     apply_replays(findings, ctx)
     apply_impact_severity(findings, ctx.try_get("step_time_ms")[0])
     return rank_findings(findings), skipped
@@ -209,9 +213,10 @@ def analyze_trace(
 ) -> Report:
     """Compute every signal, evaluate the rules and build the :class:`Report`.
 
-    Memory (issue 24): the context's large intermediates are released twice
-    (:meth:`~tracedoc.signals.base.SignalContext.release`): before the replays, all but the
-    step model's (:func:`run_rules`), and once the step model's signals are computed, all. A
+    Memory (issue 24): the context's large intermediates are released
+    (:meth:`~tracedoc.signals.base.SignalContext.release`) before the step model's build and
+    before its replays, all but the step model's (:func:`run_rules`), and once the step model's
+    signals are computed, all. A
     released intermediate that a later signal reads is built again: time, never a result.
 
     Args:

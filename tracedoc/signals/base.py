@@ -108,15 +108,16 @@ def signal(
 RELEASE_MIN_BYTES = 1 << 16
 
 
-def held_bytes(value: Any, _depth: int = 0) -> int:
+def held_bytes(value: Any, exclude: set[int] | None = None) -> int:
     """Bytes of the numpy arrays ``value`` holds (its own, or those of the pandas objects,
-    tuples, lists, dicts and dataclasses in it, to 4 levels; a view counts its base once).
-    An estimate of what dropping ``value`` frees, for :meth:`SignalContext.release`: objects
-    of Python's own (strings, numbers) count 0."""
+    tuples, lists, dicts and dataclasses in it, to 4 levels; a view counts its base once, and
+    not at all when the base's ``id`` is in ``exclude``: the trace's own columns, which a
+    release does not free). An estimate of what dropping ``value`` frees, for
+    :meth:`SignalContext.release`: objects of Python's own (strings, numbers) count 0."""
     import numpy as np
     import pandas as pd
 
-    seen: set[int] = set()
+    seen: set[int] = set(exclude or ())
 
     def walk(v: Any, depth: int) -> int:
         if isinstance(v, np.ndarray):
@@ -146,7 +147,28 @@ def held_bytes(value: Any, _depth: int = 0) -> int:
             return sum(walk(getattr(v, f), depth + 1) for f in v.__dataclass_fields__)
         return 0
 
-    return walk(value, _depth)
+    return walk(value, 0)
+
+
+def _frame_bases(trace: Trace) -> set[int]:
+    """``id`` of the base array of every column of the trace's frames (numeric values, a
+    categorical's codes): the arrays an intermediate may view but never owns."""
+    import numpy as np
+    import pandas as pd
+
+    out = set()
+    for name in ("ops", "runtime", "kernels", "memcpys", "memsets", "syncs", "memory", "steps"):
+        df = getattr(trace, name, None)
+        if not isinstance(df, pd.DataFrame):
+            continue
+        for i in range(df.shape[1]):
+            values = df.iloc[:, i].array
+            arr = values.codes if isinstance(values, pd.Categorical) else getattr(values, "_ndarray", None)
+            while isinstance(arr, np.ndarray) and isinstance(arr.base, np.ndarray):
+                arr = arr.base
+            if isinstance(arr, np.ndarray):
+                out.add(id(arr))
+    return out
 
 
 class SignalContext:
@@ -184,7 +206,8 @@ class SignalContext:
 
     def release(self, keep: Callable[[str], bool] = lambda key: False, min_bytes: int | None = None) -> int:
         """Drop the cached intermediates (:meth:`cached`) that hold at least ``min_bytes`` of
-        arrays (default :data:`RELEASE_MIN_BYTES`; :func:`held_bytes`) and whose key ``keep``
+        arrays of their own (default :data:`RELEASE_MIN_BYTES`; :func:`held_bytes`, the trace's
+        columns they view not counted) and whose key ``keep``
         does not accept; signal values, and the reasons of those unavailable, stay. Returns the
         bytes dropped (their arrays: what is freed once nothing else holds them).
 
@@ -196,9 +219,10 @@ class SignalContext:
         some took a large build.
         """
         floor = RELEASE_MIN_BYTES if min_bytes is None else min_bytes
+        frames = _frame_bases(self.trace)
         dropped = 0
         for key in [k for k in self._cache if not keep(k)]:
-            size = held_bytes(self._cache[key])
+            size = held_bytes(self._cache[key], frames)
             if size >= floor:
                 del self._cache[key]
                 dropped += size

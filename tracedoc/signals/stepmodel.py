@@ -664,6 +664,17 @@ def _schedule(ctx: SignalContext) -> _Schedule:
     return ctx.cached("stepmodel_schedule", build)
 
 
+def build_model(ctx: SignalContext) -> bool:
+    """Build the step model's schedule and anchor order (cached), so that the engine can release
+    what they were built from before the replays (issue 24); False when the trace has no
+    schedule (the reason stays cached: a replay raises it)."""
+    try:
+        _anchor_order(ctx)
+    except SignalUnavailable:
+        return False
+    return True
+
+
 def step_model_key(key: str) -> bool:
     """Whether ``key`` names one of the step model's cached intermediates (its schedule, anchor
     order and replays): what the engine keeps through its release before the replays
