@@ -162,8 +162,13 @@ def _frame_bases(trace: Trace) -> set[int]:
         if not isinstance(df, pd.DataFrame):
             continue
         for i in range(df.shape[1]):
-            values = df.iloc[:, i].array
-            arr = values.codes if isinstance(values, pd.Categorical) else getattr(values, "_ndarray", None)
+            col = df.iloc[:, i]
+            if isinstance(col.dtype, pd.CategoricalDtype):
+                arr = col.array.codes
+            elif isinstance(col.dtype, np.dtype) and col.dtype != object:
+                arr = col.to_numpy(copy=False)  # a view of the frame's block
+            else:
+                continue
             while isinstance(arr, np.ndarray) and isinstance(arr.base, np.ndarray):
                 arr = arr.base
             if isinstance(arr, np.ndarray):
