@@ -99,3 +99,26 @@ def test_release_does_not_count_the_trace_columns_an_intermediate_views():
     ctx.cached("copy", lambda: trace.kernels["ts_us"].to_numpy().copy())
     assert ctx.release(min_bytes=1) == n * 8  # the copy's bytes; dropping the view frees nothing
     assert set(ctx._cache) == {"view"}
+
+
+def test_a_failing_model_build_ends_a_signal_not_the_analysis():
+    """The engine builds the step model outside any signal (before its release): a bug an odd
+    trace reaches there must end the replays' signals with their reason, as it did inside them."""
+    import tracedoc.signals.stepmodel as sm
+
+    trace = load(real_trace("h100_resnet18_baseline.pt.trace.json.gz"), cache=None)
+
+    def broken(ctx):
+        raise TypeError("unhashable type: 'list'")
+
+    with patch.object(sm, "_anchor_order", broken):
+        report = analyze_trace(trace)
+    assert "internal error" in report.signals_unavailable["replay_error_ms"]
+    assert report.findings
+
+
+def test_first_dims_of_a_list_of_tensors_can_be_a_set_member():
+    from tracedoc.signals.attention import _first_dims
+
+    dims = _first_dims("[[[2, 3], [2, 3]], []]")
+    assert {dims} and dims == ((2, 3), (2, 3))

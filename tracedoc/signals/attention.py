@@ -118,7 +118,15 @@ def _first_dims(text: object) -> tuple | None:
     dims = parse_shape_arg(text)
     if not isinstance(dims, (list, tuple)) or not dims or not isinstance(dims[0], (list, tuple)) or not dims[0]:
         return None
-    return tuple(dims[0])
+    return _frozen(dims[0])
+
+
+def _frozen(value: object) -> object:
+    """``value`` with every list in it a tuple, so that it can be a set's member: a first
+    argument recorded as a list of tensors is a list of lists (``[[2, 3], [2, 3]]``)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 def attention_kernels(ctx: SignalContext) -> pd.DataFrame:

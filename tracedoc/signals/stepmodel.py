@@ -667,10 +667,13 @@ def _schedule(ctx: SignalContext) -> _Schedule:
 def build_model(ctx: SignalContext) -> bool:
     """Build the step model's schedule and anchor order (cached), so that the engine can release
     what they were built from before the replays (issue 24); False when the trace has no
-    schedule (the reason stays cached: a replay raises it)."""
+    schedule (the reason stays cached: a replay raises it) or its build fails (a replay's signal
+    fails the same way and gives the reason, as every signal does: never the whole analysis)."""
     try:
         _anchor_order(ctx)
-    except SignalUnavailable:
+    except MemoryError:
+        raise
+    except Exception:  # unavailable, or a bug an odd trace reaches: the replays' signals say which
         return False
     return True
 
