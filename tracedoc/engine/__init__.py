@@ -262,22 +262,20 @@ def analyze_trace(
     # held under every later peak); every signal's value is the same in any order
     combined = combined_replay(findings, ctx)
     model = stepmodel.__name__  # its signals: the replays and the critical path
-    order = sorted(SIGNALS.items(), key=lambda item: item[1].func.__module__ != model)
     signals: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
-    released = False
-    for name, sig in order:
-        if not released and sig.func.__module__ != model:
+    for of_model in (True, False):
+        if not of_model:
             ctx.release()
-            released = True
-        if sig.unit == "table":
-            continue
-        value, reason = ctx.try_get(name)
-        if reason is None:
-            signals[name] = round(value, 6) if isinstance(value, float) else value
-        else:
-            signals[name] = None
-            unavailable[name] = reason
+        for name, sig in SIGNALS.items():
+            if sig.unit == "table" or (sig.func.__module__ == model) != of_model:
+                continue
+            value, reason = ctx.try_get(name)
+            if reason is None:
+                signals[name] = round(value, 6) if isinstance(value, float) else value
+            else:
+                signals[name] = None
+                unavailable[name] = reason
     signals = {name: signals[name] for name in SIGNALS if name in signals}  # the registry's order
     unavailable = {name: unavailable[name] for name in SIGNALS if name in unavailable}
     per_step, _ = ctx.try_get("step_breakdown")

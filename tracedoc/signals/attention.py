@@ -51,7 +51,7 @@ import pandas as pd
 from tracedoc.signals.attribution import kernel_op_pos, patterns
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.steps import at_rows, complete_mask
-from tracedoc.signals.strings import cached_name_mask, shared_column
+from tracedoc.signals.strings import cached_name_mask, shared_column, sorted_codes
 from tracedoc.signals.tensor_core import _window_kernels, union_ms_per_step
 
 #: Share of the device's dense 16-bit Tensor Core peak a fused attention kernel achieves forward:
@@ -87,19 +87,15 @@ def _kernel_mask(ctx: SignalContext, rows: np.ndarray, table: str, family: str) 
 
 def _op_codes(ops: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """``(codes, names)`` of the launching ops' names (shapes ``(n,)`` and ``(distinct,)``), a
-    missing name as ``""``: a ``Categorical`` column's own codes and categories (``""`` added
-    last for the missing), else factorised. The factorisation of every kernel's name as an
-    ``object`` array was an 18 MiB transient on 1 M small events, the step model's build's
-    peak (issue 24)."""
-    values = ops.array
-    if isinstance(values, pd.Categorical):
-        names = np.asarray(values.categories, dtype=object)
-        codes = values.codes
-        if (codes < 0).any():
-            names = np.append(names, "")
-            codes = np.where(codes < 0, names.size - 1, codes)
-        return codes, names
-    return pd.factorize(ops.astype(object).fillna("").to_numpy(dtype=object), sort=False)
+    missing name as ``""`` (added last): :func:`tracedoc.signals.strings.sorted_codes`, a
+    ``Categorical`` column's own codes and categories. The factorisation of every kernel's name
+    as an ``object`` array was an 18 MiB transient on 1 M small events, the step model's
+    build's peak (issue 24)."""
+    codes, names = sorted_codes(ops)
+    if (codes < 0).any():
+        names = np.append(names, "")
+        codes = np.where(codes < 0, names.size - 1, codes)
+    return codes, names
 
 
 def _op_mask(op_codes: np.ndarray, op_names: np.ndarray, table: str, family: str) -> np.ndarray:

@@ -156,8 +156,10 @@ def _frame_bases(trace: Trace) -> set[int]:
     import numpy as np
     import pandas as pd
 
+    from tracedoc.schema import FRAME_COLUMNS
+
     out = set()
-    for name in ("ops", "runtime", "kernels", "memcpys", "memsets", "syncs", "memory", "steps"):
+    for name in FRAME_COLUMNS:
         df = getattr(trace, name, None)
         if not isinstance(df, pd.DataFrame):
             continue

@@ -504,6 +504,25 @@ def _producers(ctx: SignalContext, g, on_dev: np.ndarray) -> np.ndarray:
     return dep
 
 
+def _model_device(ctx: SignalContext, g) -> tuple[np.ndarray, int | None]:
+    """``(on_dev, device)``: the rows of ``g`` (:func:`gpu_events`) the step model schedules,
+    those of the described device, or every row (device None) when no described device ran
+    the work.
+
+    Raises:
+        SignalUnavailable: no GPU event (a CPU-only trace).
+    """
+    dev = ctx.device
+    on_dev = np.ones(len(g), dtype=bool)
+    device = None
+    if dev is not None and (g["device"] == dev.id).any():
+        on_dev = (g["device"] == dev.id).to_numpy()
+        device = dev.id
+    if not on_dev.any():
+        raise SignalUnavailable("the trace has no GPU activity (a CPU-only trace)")
+    return on_dev, device
+
+
 def _schedule(ctx: SignalContext) -> _Schedule:
     def build() -> _Schedule:
         from tracedoc.signals.attribution import kernel_ops
@@ -513,14 +532,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
 
         t = ctx.trace
         g_all = gpu_events(ctx)
-        dev = ctx.device
-        on_dev = np.ones(len(g_all), dtype=bool)
-        device = None  # no described device ran the work: every device's
-        if dev is not None and (g_all["device"] == dev.id).any():
-            on_dev = (g_all["device"] == dev.id).to_numpy()
-            device = dev.id
-        if not on_dev.any():
-            raise SignalUnavailable("the trace has no GPU activity (a CPU-only trace)")
+        on_dev, device = _model_device(ctx, g_all)
         threads = launching_threads(ctx, device)
         if threads is None:
             raise SignalUnavailable("no GPU event is linked to the runtime call that launched it")
@@ -1260,12 +1272,7 @@ def tensor_core_kernel_saving_ms(ctx: SignalContext) -> float:
     # anchor when it issues GPU work or blocks. Summed in the schedule's order (anchor start,
     # anchor row, event start): the same floats.
     g = gpu_events(ctx)
-    dev = ctx.device
-    on_dev = np.ones(len(g), dtype=bool)
-    if dev is not None and (g["device"] == dev.id).any():
-        on_dev = (g["device"] == dev.id).to_numpy()
-    if not on_dev.any():
-        raise SignalUnavailable("the trace has no GPU activity (a CPU-only trace)")
+    on_dev, _ = _model_device(ctx, g)
     pos = g["rt_pos"].to_numpy()
     if not (on_dev & (pos >= 0)).any():
         raise SignalUnavailable("no GPU event is linked to the runtime call that launched it")
