@@ -459,7 +459,7 @@ class _Schedule:
     ev_stream: np.ndarray  # per gpu_events row: stream * 1024 + device (int32 where it fits)
     ev_kind: np.ndarray  # 0 kernel, 1 communication kernel, 2 memcpy / memset
     ev_dur: np.ndarray
-    ev_end: np.ndarray  # observed end
+    wait_obs: np.ndarray  # each blocking anchor's overhead o, in replay order (:func:`_wait_overheads`)
     ev_tc_slow: np.ndarray  # eligible and not a Tensor Core kernel
     ev_tf32: np.ndarray  # eligible, a Tensor Core kernel, in TF32
     ev_zero_grad: np.ndarray  # launched from inside a zero_grad span
@@ -639,6 +639,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         except SignalUnavailable:
             pass
         del r_ts, r_end
+        wait_obs = _wait_overheads(a_ts, a_end, a_step, a_class > 0, ev_ptr, ge[rows], float(ws[0]))
         others = list(regions.values())
         # the anchors' calls, but for the launch calls: those lie in launching_ops and startup
         # already (launching_ops is every launch call and launching op less the start-up calls),
@@ -663,7 +664,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             _fit_int32(stream),
             ev_kind,
             ge - gs,
-            ge,
+            wait_obs,
             tc_slow,
             tf32,
             zero,
@@ -674,6 +675,31 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         )
 
     return ctx.cached("stepmodel_schedule", build)
+
+
+def _wait_overheads(a_ts, a_end, a_step, blocking, ev_ptr, ev_end, ready0: float) -> np.ndarray:
+    """The overhead ``o = max(0, te - max(ts, ready_obs))`` of each blocking anchor (module
+    docstring), float64, shape ``(number of blocking anchors in windows,)``, in the order the
+    replay meets them: by step window, then anchor order (anchors outside every window are never
+    replayed). ``ready_obs`` is the running maximum of the observed ends of the events of the
+    anchors met so far, the anchor's own included, from ``ready0`` (``ws_0``); NaN ends count
+    for nothing. It depends on no transformation, so the schedule holds these values, a float
+    per blocking anchor, instead of every GPU event's observed end (8 bytes per event, issue 24);
+    the floats are those the replay's loop computed from the ends (Python's ``max`` on a tie or
+    a NaN: the first argument unless the second is greater)."""
+    seq = np.argsort(a_step, kind="stable")
+    seq = seq[np.count_nonzero(a_step < 0) :]  # anchors in windows, in replay order
+    n = np.diff(ev_ptr)
+    last = np.full(a_ts.size, -np.inf)
+    has = n > 0
+    if has.any():
+        last[has] = np.fmax.reduceat(ev_end, ev_ptr[:-1][has])  # a run ends where the next starts
+    ready = np.fmax.accumulate(np.concatenate([[ready0], last[seq]]))[1:]
+    wait = blocking[seq]
+    ts, ready = a_ts[seq][wait], ready[wait]
+    later = np.where(ready > ts, ready, ts)
+    o = a_end[seq][wait] - later
+    return np.where(0.0 > o, 0.0, o)
 
 
 def build_model(ctx: SignalContext) -> bool:
@@ -927,9 +953,10 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
     tail = np.maximum(ce - t_from, 0.0)
     tail_kept = (tail - removed(t_from, t_from + tail)) * f
     # the critical path's graph: nodes 0..na-1 anchors (CPU time and call), na..na+G-1 GPU
-    # events, na+G+i the wait of blocking anchor i
+    # events, na+G+q the wait of the q-th blocking anchor the loop meets (a node per blocking
+    # anchor, not per anchor: 12 bytes per launch anchor less, issue 24)
     n_ev = dur.size
-    pred_a = np.full(2 * na + n_ev if trace_path else 0, -1, dtype=np.int32)
+    pred_a = np.full(na + n_ev + sch.wait_obs.size if trace_path else 0, -1, dtype=np.int32)
     nend_a = np.full(pred_a.size, np.nan)
     path = np.zeros((nw, len(PATH_CAUSES))) if trace_path else None
     # every per-anchor and per-event value the loop reads or writes, as memoryviews of the arrays:
@@ -939,8 +966,8 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
     # traced replay's GPU nodes hold the same ends, so there it is their slice of nend_a
     ev_end_a = nend_a[na : na + n_ev] if trace_path else np.full(n_ev, -np.inf)
     gap_l, call_l, blocking_l, waitless_l = _views(gap, call, blocking, waitless)
-    a_ts, a_end, ptr, ev_rows = _views(sch.a_ts, sch.a_end, sch.ev_ptr, sch.ev_rows)
-    ev_stream, ev_dep, obs_end, lat_l, dur_l = _views(sch.ev_stream, sch.ev_dep, sch.ev_end, lat, dur)
+    ptr, ev_rows = _views(sch.ev_ptr, sch.ev_rows)
+    ev_stream, ev_dep, wait_obs, lat_l, dur_l = _views(sch.ev_stream, sch.ev_dep, sch.wait_obs, lat, dur)
     by_step, bounds, between_l, tail_l = _views(order.by_step, order.bounds, between_kept, tail_kept)
     pred, nend, ev_end = _views(pred_a, nend_a, ev_end_a)
     out_s, out_e = np.full(nw, np.nan), np.full(nw, np.nan)
@@ -949,8 +976,9 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
     free: dict[int, float] = {}
     free_node: dict[int, int] = {}
     window_end = float(ws[0])
-    ready = obs_ready = float(ws[0])
+    ready = float(ws[0])
     ready_node = -1
+    q_wait = 0  # blocking anchors met so far
     walk = _Walk(sch, order, t_from, ce, dur) if trace_path else None
     for k in range(nw):
         c += between_l[k]
@@ -981,18 +1009,17 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
                     ready, ready_node = end, na + r
                 if end > last_end:
                     last_end, last_node = end, na + r
-                if obs_end[r] > obs_ready:
-                    obs_ready = obs_end[r]
                 if trace_path:
                     pred[na + r], nend[na + r] = p0, end
-            if blocking_l[i] and not waitless_l[i]:
-                o = max(a_end[i] - max(a_ts[i], obs_ready), 0.0)
-                waited = ready > c
-                c = max(c, ready) + o
-                if trace_path:
-                    node = na + n_ev + i
-                    pred[node], nend[node] = (ready_node if waited else i), c
-                    cpu_node = node
+            if blocking_l[i]:
+                if not waitless_l[i]:
+                    waited = ready > c
+                    c = max(c, ready) + wait_obs[q_wait]
+                    if trace_path:
+                        node = na + n_ev + q_wait
+                        pred[node], nend[node] = (ready_node if waited else i), c
+                        cpu_node = node
+                q_wait += 1
         c += tail_l[k]
         start = max(cpu_start, window_end)
         end = max(c, last_end, start)
