@@ -152,6 +152,7 @@ from typing import Callable
 
 import numpy as np
 
+from tracedoc.signals.arrays import sorted_unique
 from tracedoc.signals.attention import FUSED_ATTENTION_FACTOR  # re-exported: the fused_attention fallback
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.cpumodel import CPU_FIXES, cpu_model_error_ms, cpu_replay_saving_ms
@@ -567,20 +568,25 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         rows, a_of = rows[srt], a_of[srt]
         ev_ptr = np.searchsorted(a_of, np.arange(anchors.size + 1), side="left").astype(np.int32)
         del anchor_of_rt, rt_pos, a_of, srt
+        rows, anchors = _narrow(rows), _narrow(anchors)  # below len(g_all), len(rt)
+        ws = w["start_us"].to_numpy()
+        # here, before the inputs of the masks below are built and held: its temporaries were the
+        # build's peak at its end (issue 24)
+        wait_obs = _wait_overheads(a_ts, a_end, a_step, a_class > 0, ev_ptr, ge[rows], float(ws[0]))
         stream = g_all["stream"].to_numpy().astype(np.int64) * 1024 + g_all["device"].to_numpy().astype(np.int64)
         lte = launch_of(ctx, g_all, "end_us")
-        ws = w["start_us"].to_numpy()
         win = np.searchsorted(ws, gs, side="right") - 1
         prev_end = np.full(len(g_all), np.nan)
         ordered = np.lexsort((gs, stream))
-        for s in np.unique(stream[ordered]):  # per stream: the previous event's end, within the step
+        for s in sorted_unique(stream[ordered]):  # per stream: the previous event's end, within the step
             idx = ordered[stream[ordered] == s]
             pe = np.concatenate([[np.nan], ge[idx][:-1]])
             same = np.concatenate([[False], win[idx][1:] == win[idx][:-1]])
             pe = np.where(same, pe, ws[np.maximum(win[idx], 0)])
             prev_end[idx] = pe
         del ordered, win
-        dep = _producers(ctx, g_all, on_dev)
+        stream = _fit_int32(stream)
+        dep = _producers(ctx, g_all, on_dev).astype(np.int32)  # rows: below len(g_all)
         dep_end = np.where(dep >= 0, ge[np.maximum(dep, 0)], np.nan)
         lat = np.maximum(gs - np.fmax(np.fmax(lte, prev_end), dep_end), 0.0)
         lat = np.where(np.isnan(lat), 0.0, lat)
@@ -639,7 +645,6 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         except SignalUnavailable:
             pass
         del r_ts, r_end
-        wait_obs = _wait_overheads(a_ts, a_end, a_step, a_class > 0, ev_ptr, ge[rows], float(ws[0]))
         others = list(regions.values())
         # the anchors' calls, but for the launch calls: those lie in launching_ops and startup
         # already (launching_ops is every launch call and launching op less the start-up calls),
@@ -660,8 +665,8 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             startup[anchors],
             a_step,
             ev_ptr,
-            rows.astype(np.int32),
-            _fit_int32(stream),
+            rows,
+            stream,
             ev_kind,
             ge - gs,
             wait_obs,
@@ -669,7 +674,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             tf32,
             zero,
             attention,
-            dep.astype(np.int32),
+            dep,
             lat,
             regions,
         )
@@ -766,7 +771,7 @@ class _Removed:
             rate = np.zeros(bp.size)
             rate[0::2] = np.maximum(0.0, 1.0 - s)
         else:
-            bp = np.unique(np.concatenate([np.concatenate([st, en]) for (st, en), _ in parts]))
+            bp = sorted_unique(np.concatenate([np.concatenate([st, en]) for (st, en), _ in parts]))
             rate = np.zeros(bp.size)  # 1 - s on [bp[j], bp[j + 1])
             mid = bp[:-1]
             for (st, en), s in parts:
@@ -1058,10 +1063,15 @@ class _Walk:
         self.shares_of = _GapShares(sch)
         # anchor i's row among its window's anchors (by_step order), for its window's shares
         # (anchors outside every window come first in by_step and are never asked for)
+        # (int32 throughout: int64 temporaries here were 8 MiB of the traced replay's peak on 1 M
+        # small events, issue 24)
         slot = np.zeros(self.na, dtype=np.int32)
-        if self.na:
-            step = np.maximum(sch.a_step[order.by_step], 0)
-            slot[order.by_step] = np.arange(self.na) - order.bounds[step]
+        first = int(order.bounds[0]) if self.na else 0
+        if self.na > first:
+            q = np.arange(first, self.na, dtype=np.int32)
+            q -= np.repeat(order.bounds[:-1].astype(np.int32), np.diff(order.bounds))
+            slot[order.by_step[first:]] = q
+            del q
         (self.slot,) = _views(slot)
         tail = self.shares_of(t_from, np.maximum(ce, t_from))
         self.tail, self.tail_rest = _views(tail, np.maximum(1.0 - tail.sum(axis=1), 0.0))
