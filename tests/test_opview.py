@@ -192,6 +192,9 @@ def test_first_appearance_ids_are_pandas_ngroup_without_sort(rows):
 
     cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(3)]
     gid = first_appearance_ids(cols)
+    # read from a generator (a column at a time), a constant column between: the same ids
+    with_constant = [cols[0], np.full(len(rows), 7, dtype=np.int64), cols[1], cols[2]]
+    assert first_appearance_ids(c for c in with_constant).tolist() == gid.tolist()
     want = pd.DataFrame({"a": cols[0], "b": cols[1], "c": cols[2]}).groupby(["a", "b", "c"], sort=False).ngroup()
     assert gid.tolist() == want.tolist()
     firsts = [] if not rows else [int(np.flatnonzero(gid == g)[0]) for g in range(int(gid.max()) + 1)]

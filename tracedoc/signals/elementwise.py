@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 
+from tracedoc.signals.arrays import sorted_unique
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 
 #: Op kinds (:attr:`tracedoc.perf.flops.OpCost.kind`) that fusion compilers fuse into one
@@ -74,14 +75,23 @@ def _out_elems(dims, types) -> tuple[int | None, list[tuple[int, int]]]:
     return out, ins
 
 
+#: Why :func:`_calls` has nothing to measure.
+NO_CANDIDATES = "no elementwise, norm or softmax op with recorded shapes (record_shapes=True)"
+
+
 def _calls(ctx: SignalContext):
     """Per kernel of the op view (in trace order): stream, start, duration and the candidate op
     call it belongs to (-1 when none), plus per op position its (bytes, out_elems, inputs,
-    label)."""
+    label).
+
+    Raises:
+        SignalUnavailable: no kernels in the op view, or no candidate op call
+            (:data:`NO_CANDIDATES`).
+    """
     from tracedoc.load.shapes import parse_shape_arg
     from tracedoc.perf.flops import op_cost
     from tracedoc.signals.gpu import kernels_in_windows_mask
-    from tracedoc.signals.opview import SHAPE_COLUMNS, _call_groups, _group_costs, _op_calls, device_peak
+    from tracedoc.signals.opview import SHAPE_COLUMNS, _group_costs, _op_calls, call_gids, device_peak
 
     kern, _, n = _op_calls(ctx)
     keep = kernels_in_windows_mask(ctx)
@@ -103,9 +113,11 @@ def _calls(ctx: SignalContext):
         r.gid: _candidate((r.name, *(getattr(r, c) for c in SHAPE_COLUMNS)), parse_shape_arg, op_cost, peak)
         for r in _group_costs(ctx).itertuples(index=False)
     }
-    calls = np.unique(op_pos[op_pos >= 0])
-    gids = _call_groups(ctx).loc[calls].to_numpy()
+    calls = sorted_unique(op_pos[op_pos >= 0])
+    gids = call_gids(ctx, calls)
     info: dict[int, tuple] = {int(p): by_gid[g] for p, g in zip(calls, gids, strict=True) if by_gid[g] is not None}
+    if not info:  # before the per-kernel arrays below are built for nothing (issue 24)
+        raise SignalUnavailable(NO_CANDIDATES)
     # a test per kernel row, vectorised: a list of every row's position as a Python int was 13 MiB
     # on 1 M small events (issue 24)
     cand = np.isin(op_pos, np.fromiter(info, dtype=np.int64, count=len(info)))
@@ -148,8 +160,6 @@ def _chains(ctx: SignalContext) -> dict:
 
     def build():
         c = _calls(ctx)
-        if not c["info"]:
-            raise SignalUnavailable("no elementwise, norm or softmax op with recorded shapes (record_shapes=True)")
         n, info = c["n"], c["info"]
         total_us = float(c["dur"][c["op_pos"] >= 0].sum())
         patterns: dict[str, list[float]] = {}

@@ -28,6 +28,7 @@ over the kernel's launches where recorded) but no throughput.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -120,6 +121,25 @@ def _call_groups(ctx: SignalContext) -> pd.Series:
     return _groups(ctx)[1]
 
 
+def call_gids(ctx: SignalContext, calls: np.ndarray) -> np.ndarray:
+    """The ``gid`` (:func:`_call_groups`) of each op call of ``calls`` (row positions in
+    ``trace.ops``, each a call of :func:`_op_calls`; shape ``(len(calls),)``, NaN for a call
+    the groups leave out). A binary search in the calls' sorted index, not ``Series.loc``: that
+    built the index's hash table (about 10 MiB on 1 M small events, issue 24) and kept it with
+    the cached groups.
+
+    Raises:
+        KeyError: a position in ``calls`` is not a call of :func:`_op_calls`.
+    """
+    s = _call_groups(ctx)
+    idx = s.index.to_numpy()  # the groupby's sorted op positions
+    calls = np.asarray(calls)
+    at = np.searchsorted(idx, calls)
+    if calls.size and ((at >= idx.size).any() or (idx[np.minimum(at, idx.size - 1)] != calls).any()):
+        raise KeyError("an op position that is not a call of the op view")
+    return s.to_numpy()[at]
+
+
 def _groups(ctx: SignalContext) -> tuple[pd.DataFrame, pd.Series]:
     def build() -> tuple[pd.DataFrame, pd.Series]:
         from tracedoc.load.shapes import parse_shape_arg
@@ -129,16 +149,19 @@ def _groups(ctx: SignalContext) -> tuple[pd.DataFrame, pd.Series]:
         ops = ctx.trace.ops
         pos = per_call.index.to_numpy()
         idx = per_call.index
-        name_codes = frame_names(ctx, "ops")[0][pos]
-        if (name_codes < 0).any():  # an op without a name: pandas' groupby leaves it out
+        if (frame_names(ctx, "ops")[0][pos] < 0).any():  # an op without a name: pandas' groupby leaves it out
             g, gid = _groups_by_text(ops, per_call)
         else:
             # each call's group from integer codes of its key, numbered in order of first
             # appearance as the groupby on the texts numbered them (issue 24: that groupby's
-            # object keys were a 65 MiB transient on 1 M small events, this is about 20)
-            keys = [name_codes] + [_text_key_codes(ops.get(c), pos) for c in SHAPE_COLUMNS]
+            # object keys were a 65 MiB transient on 1 M small events, this is about 20), a
+            # column's codes at a time (all five at once: 13 MiB of that)
+            keys = (
+                frame_names(ctx, "ops")[0][pos] if c is None else _text_key_codes(ops.get(c), pos)
+                for c in (None, *SHAPE_COLUMNS)
+            )
             gid = first_appearance_ids(keys)
-            del keys, name_codes
+            del keys
             first = pos[_first_rows(gid)]
             head = {"name": text_rows(ops["name"], lambda v: v[first], pd.RangeIndex(first.size))}
             for c in SHAPE_COLUMNS:
@@ -213,24 +236,28 @@ def _input_texts(column: pd.Series | None, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def first_appearance_ids(keys: list[np.ndarray]) -> np.ndarray:
+def first_appearance_ids(keys: Iterable[np.ndarray]) -> np.ndarray:
     """Group ids (int64, shape ``(n,)``) of the rows of the integer key columns ``keys`` (each
-    shape ``(n,)``): rows with equal codes in every column share an id, and ids are numbered
-    in order of first appearance (pandas' ``groupby(..., sort=False).ngroup()``). One column at
-    a time: the ids so far times the column's span plus its code (below 2**62 for fewer than
-    2**31 rows and codes), factorised in row order."""
-    n = len(keys[0]) if keys else 0
-    gid = np.zeros(n, dtype=np.int64)
+    shape ``(n,)``; any iterable, read a column at a time, so a generator holds one column at
+    once): rows with equal codes in every column share an id, and ids are numbered in order of
+    first appearance (pandas' ``groupby(..., sort=False).ngroup()``). One column at a time: the
+    ids so far times the column's span plus its code (below 2**62 for fewer than 2**31 rows and
+    codes), factorised in row order; a column with one code leaves the ids as they are."""
+    gid = None
     for k in keys:
-        if not n:
+        if gid is None:
+            gid = np.zeros(len(k), dtype=np.int64)
+        if not gid.size:
             break
         k = np.asarray(k, dtype=np.int64)
-        lo = int(k.min())
-        gid *= int(k.max()) - lo + 1
+        lo, hi = int(k.min()), int(k.max())
+        if lo == hi:
+            continue
+        gid *= hi - lo + 1
         gid += k
         gid -= lo
         gid = pd.factorize(gid, sort=False)[0].astype(np.int64, copy=False)
-    return gid
+    return gid if gid is not None else np.zeros(0, dtype=np.int64)
 
 
 def _first_rows(gid: np.ndarray) -> np.ndarray:
@@ -326,7 +353,7 @@ def kernel_view(ctx: SignalContext) -> list[dict]:
     groups = _group_costs(ctx).sort_values("gid")
     # the op's cost per call, summed per kernel, over the calls that launched that kernel alone
     single = per_call[per_call["n_kernels"] == 1]
-    gid = _call_groups(ctx).loc[single.index].to_numpy()
+    gid = call_gids(ctx, single.index.to_numpy())
     fl, by = groups["flops"].to_numpy(dtype=float)[gid], groups["bytes"].to_numpy(dtype=float)[gid]
     known = ~(np.isnan(fl) & np.isnan(by))
     attributed = (
