@@ -48,6 +48,7 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
+from tracedoc.signals.arrays import sorted_unique
 from tracedoc.signals.attribution import kernel_op_pos, patterns
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.steps import at_rows, complete_mask
@@ -163,7 +164,7 @@ def _scale_mask(ctx: SignalContext, ko: pd.DataFrame, taken: np.ndarray) -> np.n
         return out
     dims = ops["input_dims"].to_numpy(dtype=object)
     op_pos = ko["op_pos"].to_numpy()
-    soft = np.unique(op_pos[ko["softmax"].to_numpy() & (op_pos >= 0)])
+    soft = sorted_unique(op_pos[ko["softmax"].to_numpy() & (op_pos >= 0)])
     scores = {d for d in (_first_dims(dims[p]) for p in soft.tolist()) if d is not None}
     if not scores:
         return out
@@ -235,7 +236,7 @@ def _flops_and_dtype(ctx: SignalContext, ko: pd.DataFrame, m: np.ndarray, out: d
     ops = ctx.trace.ops
     if "input_dims" not in ops.columns:
         return "no recorded shapes (record_shapes=False)"
-    pos = np.unique(ko["op_pos"].to_numpy()[m & ko["batched_matmul"].to_numpy()])
+    pos = sorted_unique(ko["op_pos"].to_numpy()[m & ko["batched_matmul"].to_numpy()])
     if not pos.size or (pos < 0).any():
         return "a batched-matmul kernel without its launching op"
     cols = ("input_dims", "input_types", "concrete_inputs", "input_strides")  # op_cost's argument order

@@ -30,6 +30,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from tracedoc.signals.arrays import sorted_unique
 from tracedoc.signals.attribution import kernel_op_pos
 from tracedoc.signals.base import SignalContext, signal
 from tracedoc.signals.steps import at_rows, complete_mask
@@ -136,7 +137,7 @@ def _conv_layouts(ctx: SignalContext) -> np.ndarray:
 
     def build() -> np.ndarray:
         lk = layout_kernels(ctx)
-        pos = np.unique(lk.loc[lk["conv"] & (lk["op_pos"] >= 0), "op_pos"].to_numpy())
+        pos = sorted_unique(lk.loc[lk["conv"] & (lk["op_pos"] >= 0), "op_pos"].to_numpy())
         return _op_layouts(ctx, pos)
 
     return ctx.cached("conv_layouts", build)

@@ -147,6 +147,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from tracedoc.signals.arrays import sorted_unique
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import _union, merge, paint, per_window, window_groups
 from tracedoc.signals.optimizer import optimizer_step_mask, zero_grad_mask
@@ -353,7 +354,7 @@ def _contains_launch(ctx: SignalContext) -> np.ndarray:
         op_code_of = {lab: i for i, lab in enumerate(op_labels)}
         ts_all = rt["ts_us"].to_numpy()
         o_ts, o_end = ops["ts_us"].to_numpy(), ops["end_us"].to_numpy()
-        for rc in np.unique(rt_codes[is_launch]):
+        for rc in sorted_unique(rt_codes[is_launch]):
             oc = op_code_of.get(rt_labels[rc])
             if oc is None:
                 continue
@@ -576,7 +577,7 @@ def launching_threads(ctx: SignalContext, device: int | None) -> set[str] | None
     if not keep.any():
         return None
     codes, labels = frame_threads(ctx, "runtime")
-    return set(labels[np.unique(codes[pos[keep]])].tolist())
+    return set(labels[sorted_unique(codes[pos[keep]])].tolist())
 
 
 def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
