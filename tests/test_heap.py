@@ -138,3 +138,40 @@ def test_the_streaming_decoder_trims_after_each_part_and_each_joined_column(monk
     assert made[0].calls == len(parts)
     assert made[1].calls == sum(len(spec) for spec in fast.all_frame_columns().values())
     assert len(cols.cols["kernels"]["ts_us"]) > 0
+
+
+def test_growth_trim_release_trims_now_and_takes_a_new_base(monkeypatch):
+    rss = iter([100, 90, 95])  # bytes: made, after the release, then read
+    released = []
+    monkeypatch.setattr(heap, "_libc", lambda: object())
+    monkeypatch.setattr(heap, "_rss_bytes", lambda: next(rss))
+    monkeypatch.setattr(heap, "release_free_memory", lambda: released.append(1) or True)
+    trim = heap.GrowthTrim(step=40)
+    assert trim.release() is True  # no growth asked for
+    assert released == [1] and trim.base == 90 and trim.releases == 1
+    monkeypatch.setattr(heap, "_libc", lambda: None)
+    assert heap.GrowthTrim().release() is False  # no glibc: nothing
+
+
+def test_signal_context_release_trims_only_when_it_dropped_something(tmp_path):
+    import numpy as np
+
+    from tests.tracebuilder import dataloader_bound
+    from tracedoc.load import load
+    from tracedoc.signals import SignalContext
+
+    ctx = SignalContext(load(dataloader_bound().write(tmp_path / "t.json")))
+    calls = []
+
+    class Trim:
+        def __call__(self):
+            return False
+
+        def release(self):
+            calls.append(1)
+            return True
+
+    ctx._trim = Trim()
+    assert ctx.release() == 0 and calls == []  # nothing held: no trim
+    ctx.cached("big", lambda: np.zeros(1 << 17))  # 1 MiB of its own
+    assert ctx.release() == 1 << 20 and calls == [1]

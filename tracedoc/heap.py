@@ -91,6 +91,19 @@ class GrowthTrim:
         self.base = _rss_bytes() if _libc() is not None else None
         self.releases = 0
 
+    def release(self) -> bool:
+        """Release the heap's free pages now, whatever the growth, and take the resident set
+        after it as the new base: for a caller that has just dropped large values (the engine's
+        :meth:`tracedoc.signals.base.SignalContext.release`), whose freed pages glibc would
+        otherwise keep resident under the next phase's peak. True when some memory was
+        returned; a no-op (False) without procfs or glibc."""
+        if self.base is None:
+            return False
+        returned = release_free_memory()
+        self.releases += 1
+        self.base = _rss_bytes() or self.base
+        return returned
+
     def __call__(self) -> bool:
         """True when the heap was trimmed now."""
         if self.base is None:
