@@ -228,6 +228,18 @@ def test_op_groups_from_codes_equal_the_groupby_on_texts(name):
         want[c] = want[c].astype(object)
     pd.testing.assert_frame_equal(got, want, check_exact=True)
     assert len(want) > 10
+    # a call's group by a binary search (call_gids) is the Series' own label lookup
+    from tracedoc.signals.opview import call_gids
+
+    calls = gid.index.to_numpy()[::3]
+    assert call_gids(ctx, calls).tolist() == gid.loc[calls].tolist()
+    import numpy as np
+
+    every = gid.index.to_numpy()
+    not_calls = np.setdiff1d(np.arange(every.max() + 2), every)  # between the calls, and past the last
+    for pos in (not_calls[:1], not_calls[-1:]):
+        with pytest.raises(KeyError):
+            call_gids(ctx, pos)
 
 
 def test_text_key_codes_count_a_missing_input_as_the_empty_text():
