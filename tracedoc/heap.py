@@ -111,7 +111,6 @@ class GrowthTrim:
         now = _rss_bytes()
         if now is None or now - self.base <= self.step:
             return False
-        release_free_memory()
-        self.releases += 1
-        self.base = _rss_bytes() or now
+        self.base = now  # the base if the resident set cannot be read after the release
+        self.release()
         return True
