@@ -645,6 +645,7 @@ def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarr
         )
         startup_ops = ops_on & cached_name_mask(ctx, "ops", "startup", lambda n: bool(STARTUP_OPS.search(n)))
         launching = ops_on & _launching_ops(ctx)
+        issues_gpu = cls["issues_gpu"].to_numpy()
         # the ops of layer 16 and the calls of layer 17 less those a layer above holds whole (the
         # launching ops of layer 15, the launch calls of layer 14): a layer owns a point only where
         # none above it covers it, so the owners are the same, without a copy of most of the
@@ -669,10 +670,10 @@ def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarr
             _spans(ops, ops_on & optimizer_step_mask(ctx)),  # 11
             _refill_spans(ctx, page_e, _thread_labels(ctx, "runtime", pageable), lts, refill_hi),  # 12 (pageable)
             _refill_spans(ctx, be, b_thread, lts, refill_hi),  # 13 refill (other blocking calls)
-            _spans(rt, rt_on & cls["issues_gpu"].to_numpy()),  # 14 launch calls (kernels, copies, memsets)
+            _spans(rt, rt_on & issues_gpu),  # 14 launch calls (kernels, copies, memsets)
             _spans(ops, launching),  # 15 ops that launch GPU work
             _spans(ops, other_cpu),  # 16
-            _spans(rt, rt_on & ~cls["issues_gpu"].to_numpy()),  # 17 any other runtime call: CPU busy in the driver
+            _spans(rt, rt_on & ~issues_gpu),  # 17 any other runtime call: CPU busy in the driver
         ]
         key = {k: i for i, k in enumerate(LEDGER_KEYS)}
         busy_col = len(LEDGER_KEYS)
