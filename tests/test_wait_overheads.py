@@ -57,7 +57,8 @@ def _schedules(draw):
 @given(_schedules())
 def test_the_same_floats_as_the_loop(case):
     a_ts, a_end, a_step, blocking, ev_ptr, ev_end, ready0 = case
-    got = _wait_overheads(a_ts, a_end, a_step, blocking, ev_ptr, ev_end, ready0)
+    by_step = np.argsort(a_step, kind="stable")  # the schedule's replay order
+    got = _wait_overheads(a_ts, a_end, a_step, by_step, blocking, ev_ptr, ev_end, ready0)
     want = _loop(a_ts, a_end, a_step, blocking, ev_ptr, ev_end, ready0)
     assert got.dtype == np.float64
     assert got.tolist() == want
@@ -67,6 +68,13 @@ def test_a_wait_after_the_work_is_its_own_time_only():
     # anchor 0 launches work ending at 40; the sync (anchor 1) runs 10..50: 10 µs after the work
     a_ts, a_end = np.array([0.0, 10.0]), np.array([5.0, 50.0])
     got = _wait_overheads(
-        a_ts, a_end, np.array([0, 0]), np.array([False, True]), np.array([0, 1, 1]), np.array([40.0]), 0.0
+        a_ts,
+        a_end,
+        np.array([0, 0]),
+        np.array([0, 1]),
+        np.array([False, True]),
+        np.array([0, 1, 1]),
+        np.array([40.0]),
+        0.0,
     )
     assert got.tolist() == [10.0]

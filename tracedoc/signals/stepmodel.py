@@ -455,6 +455,7 @@ class _Schedule:
     a_class: np.ndarray  # 0 launch, 1 sync, 2 pageable copy
     a_startup: np.ndarray  # the ledger's start-up class
     a_step: np.ndarray  # step window row of each anchor (-1: none)
+    by_step: np.ndarray  # anchor indices, by step window then order (anchors outside windows first)
     ev_ptr: np.ndarray  # anchor i's GPU events are ev_rows[ev_ptr[i]:ev_ptr[i + 1]]
     ev_rows: np.ndarray  # gpu_events rows (primary device), by anchor then start
     ev_stream: np.ndarray  # per gpu_events row: stream * 1024 + device (int32 where it fits)
@@ -572,7 +573,8 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         ws = w["start_us"].to_numpy()
         # here, before the inputs of the masks below are built and held: its temporaries were the
         # build's peak at its end (issue 24)
-        wait_obs = _wait_overheads(a_ts, a_end, a_step, a_class > 0, ev_ptr, ge[rows], float(ws[0]))
+        by_step = _narrow(np.argsort(a_step, kind="stable"))  # the replay's order; anchor indices: below na
+        wait_obs = _wait_overheads(a_ts, a_end, a_step, by_step, a_class > 0, ev_ptr, ge[rows], float(ws[0]))
         stream = g_all["stream"].to_numpy().astype(np.int64) * 1024 + g_all["device"].to_numpy().astype(np.int64)
         lte = launch_of(ctx, g_all, "end_us")
         stream = _fit_int32(stream)
@@ -675,6 +677,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             a_class,
             startup[anchors],
             a_step,
+            by_step,
             ev_ptr,
             rows,
             stream,
@@ -693,18 +696,17 @@ def _schedule(ctx: SignalContext) -> _Schedule:
     return ctx.cached("stepmodel_schedule", build)
 
 
-def _wait_overheads(a_ts, a_end, a_step, blocking, ev_ptr, ev_end, ready0: float) -> np.ndarray:
+def _wait_overheads(a_ts, a_end, a_step, by_step, blocking, ev_ptr, ev_end, ready0: float) -> np.ndarray:
     """The overhead ``o = max(0, te - max(ts, ready_obs))`` of each blocking anchor (module
     docstring), float64, shape ``(number of blocking anchors in windows,)``, in the order the
-    replay meets them: by step window, then anchor order (anchors outside every window are never
-    replayed). ``ready_obs`` is the running maximum of the observed ends of the events of the
+    replay meets them: ``by_step`` (the stable argsort of ``a_step``) less its anchors outside
+    every window, which come first and are never replayed. ``ready_obs`` is the running maximum of the observed ends of the events of the
     anchors met so far, the anchor's own included, from ``ready0`` (``ws_0``); NaN ends count
     for nothing. It depends on no transformation, so the schedule holds these values, a float
     per blocking anchor, instead of every GPU event's observed end (8 bytes per event, issue 24);
     the floats are those the replay's loop computed from the ends (Python's ``max`` on a tie or
     a NaN: the first argument unless the second is greater)."""
-    seq = np.argsort(a_step, kind="stable")
-    seq = seq[np.count_nonzero(a_step < 0) :]  # anchors in windows, in replay order
+    seq = by_step[np.count_nonzero(a_step < 0) :]  # anchors in windows, in replay order
     n = np.diff(ev_ptr)
     last = np.full(a_ts.size, -np.inf)
     has = n > 0
@@ -889,7 +891,7 @@ def _anchor_order(ctx: SignalContext) -> _AnchorOrder:
         prev = np.array(cs, dtype=float)[np.maximum(sch.a_step, 0)] if na else np.zeros(0)
         # each step's anchors, in order, from one stable sort: a scan of every anchor per step was
         # quadratic in the trace's length (11,667 steps of 35 M events, issue 24)
-        by_step = _narrow(np.argsort(sch.a_step, kind="stable"))  # anchor indices: below na
+        by_step = sch.by_step
         bounds = np.searchsorted(sch.a_step[by_step], np.arange(nw + 1), side="left")
         for k in range(nw):
             sel = by_step[bounds[k] : bounds[k + 1]]
