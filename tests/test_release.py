@@ -60,13 +60,37 @@ def test_the_engine_releases_the_schedule_and_the_rules_intermediates():
     with patch.object(SignalContext, "__init__", keep), patch.object(SignalContext, "release", count):
         analyze_trace(trace)
     (ctx,) = seen
-    # before the model's build, before the replays (what the model was built from: below the
-    # floor on a trace this small), after the model's signals
-    assert len(released) == 3 and released[0] > 0 and released[2] > 0
+    # before the model's build, after each of its three stages (the GPU events' flags, the
+    # schedule, the anchor order), after the model's signals
+    assert len(released) == 5 and released[0] > 0 and released[4] > 0
     big = {k for k, v in ctx._cache.items() if held_bytes(v) >= RELEASE_MIN_BYTES}
     assert "stepmodel_schedule" not in ctx._cache
     assert not any(k.startswith("ledger_paint_") for k in big)
     assert "ledger_ms_0" in ctx._cache or any(k.startswith("ledger_ms_") for k in ctx._cache)
+
+
+def test_the_schedule_is_built_without_what_the_flags_were_built_from():
+    """build_model releases the kernels' launching ops and attention classes, read for the GPU
+    events' flags, before the schedule's build: held under it, they were its peak (issue 24)."""
+    import tracedoc.signals.stepmodel as sm
+
+    trace = load(real_trace("h100_resnet18_baseline.pt.trace.json.gz"), cache=None)
+    ctx = SignalContext(trace)
+    held_at_build: list[set[str]] = []
+    schedule = sm._schedule
+
+    def spy(c):
+        held_at_build.append(set(c._cache))
+        return schedule(c)
+
+    # every intermediate counts as large: on a trace this small, some are below the floor
+    with patch.object(sm, "_schedule", spy), patch("tracedoc.signals.base.RELEASE_MIN_BYTES", 1):
+        assert sm.build_model(ctx)
+    assert "stepmodel_event_flags" in held_at_build[0]
+    assert not {"kernel_ops", "attention_kernels"} & held_at_build[0]
+    # the schedule holds the flags' arrays themselves, not copies
+    sch, flags = ctx._cache["stepmodel_schedule"], ctx._cache["stepmodel_event_flags"]
+    assert sch.ev_tc_slow is flags.tc_slow and sch.ev_attention is flags.attention
 
 
 def test_release_keeps_small_values_and_those_it_is_told_to():

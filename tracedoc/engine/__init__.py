@@ -51,9 +51,9 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
     ``base_severity`` (:func:`tracedoc.engine.claims.apply_impact_severity`: below 1% info, from 1%
     warning, from 10% error).
 
-    Before the step model is built, and again before the replays, every large intermediate of
-    the context but the step model's is released
-    (:meth:`~tracedoc.signals.base.SignalContext.release`; issue 24).
+    Before the step model is built, and after each stage of its build
+    (:func:`tracedoc.signals.stepmodel.build_model`), every large intermediate of the context but
+    the step model's is released (:meth:`~tracedoc.signals.base.SignalContext.release`; issue 24).
     """
     from tracedoc.engine.claims import apply_impact_severity, apply_replays, grant_savings
 
@@ -71,8 +71,7 @@ def run_rules(ctx: SignalContext, rules: list[Rule]) -> tuple[list[Finding], lis
     from tracedoc.signals.stepmodel import build_model, step_model_key
 
     ctx.release(keep=step_model_key)
-    if build_model(ctx):
-        ctx.release(keep=step_model_key)
+    build_model(ctx)  # releases what each of its stages was built from
     apply_replays(findings, ctx)
     apply_impact_severity(findings, ctx.try_get("step_time_ms")[0])
     return rank_findings(findings), skipped

@@ -525,10 +525,63 @@ def _model_device(ctx: SignalContext, g) -> tuple[np.ndarray, int | None]:
     return on_dev, device
 
 
-def _schedule(ctx: SignalContext) -> _Schedule:
-    def build() -> _Schedule:
+@dataclass
+class _EventFlags:
+    """What the step model reads of each GPU event's kind, per :func:`gpu_events` row (shape
+    ``(len(gpu_events),)``): ``kind`` (int8: 0 kernel, 1 communication kernel, 2 memcpy or
+    memset), ``tc_slow`` (an eligible kernel not on Tensor Cores), ``tf32`` (an eligible Tensor
+    Core kernel in TF32) and ``attention`` (an eager attention kernel a fused kernel replaces)."""
+
+    kind: np.ndarray
+    tc_slow: np.ndarray
+    tf32: np.ndarray
+    attention: np.ndarray
+
+
+def _event_flags(ctx: SignalContext) -> _EventFlags:
+    """The :class:`_EventFlags` of the context's GPU events (cached: the schedule holds them).
+
+    Built apart from the schedule, so that what they are read from (the kernels' launching ops
+    and their attention classes: 35 MiB on 4 M small events) can be released before the
+    schedule's own build (:func:`build_model`, issue 24)."""
+
+    def build() -> _EventFlags:
         from tracedoc.signals.attribution import kernel_ops
         from tracedoc.signals.comm import comm_kernel_mask
+        from tracedoc.signals.tensor_core import tf32_kernel_mask
+
+        g_all = gpu_events(ctx)
+        n = len(g_all)
+        tc_slow = np.zeros(n, dtype=bool)
+        tf32 = np.zeros(n, dtype=bool)
+        if n:
+            ko = kernel_ops(ctx)
+            nk = len(ko)  # kernels come first in gpu_events
+            eligible, tensor_core = ko["eligible"].to_numpy(), ko["tensor_core"].to_numpy()
+            tc_slow[:nk] = eligible & ~tensor_core
+            tf32[:nk] = eligible & tensor_core & tf32_kernel_mask(ctx)
+            del ko, eligible, tensor_core
+        is_kernel = (g_all["kind"] == "kernel").to_numpy()
+        kind = np.where(is_kernel, 0, 2).astype(np.int8)
+        if is_kernel.any():
+            comm = np.zeros(n, dtype=bool)
+            comm[is_kernel] = comm_kernel_mask(g_all["name"][is_kernel])
+            kind = np.where(comm, 1, kind).astype(np.int8)
+        attention = np.zeros(n, dtype=bool)
+        try:
+            from tracedoc.signals.attention import attention_kernels, replaced_by_fused_mask
+
+            ak = attention_kernels(ctx)
+            attention[ak.index.to_numpy()[replaced_by_fused_mask(ak)]] = True  # kernel rows come first
+        except SignalUnavailable:
+            pass
+        return _EventFlags(kind, tc_slow, tf32, attention)
+
+    return ctx.cached("stepmodel_event_flags", build)
+
+
+def _schedule(ctx: SignalContext) -> _Schedule:
+    def build() -> _Schedule:
         from tracedoc.signals.ledger import _launching_ops, _runtime_classes, launching_threads
         from tracedoc.signals.optimizer import optimizer_step_mask, zero_grad_mask
 
@@ -604,21 +657,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         lat = np.maximum(gs - np.fmax(np.fmax(lte, prev_end), dep_end), 0.0)
         lat = np.where(np.isnan(lat), 0.0, lat)
         del prev_end, dep_end, lte
-        tc_slow = np.zeros(len(g_all), dtype=bool)
-        ko = kernel_ops(ctx)
-        nk = len(ko)
-        tc_slow[:nk] = ko["eligible"].to_numpy() & ~ko["tensor_core"].to_numpy()  # kernels come first
-        from tracedoc.signals.tensor_core import tf32_kernel_mask
-
-        tf32 = np.zeros(len(g_all), dtype=bool)
-        tf32[:nk] = ko["eligible"].to_numpy() & ko["tensor_core"].to_numpy() & tf32_kernel_mask(ctx)
-        is_kernel = (g_all["kind"] == "kernel").to_numpy()
-        ev_kind = np.where(is_kernel, 0, 2).astype(np.int8)
-        if is_kernel.any():
-            comm = np.zeros(len(g_all), dtype=bool)
-            comm[is_kernel] = comm_kernel_mask(g_all["name"][is_kernel])
-            ev_kind = np.where(comm, 1, ev_kind).astype(np.int8)
-        del is_kernel
+        flags = _event_flags(ctx)  # built here when no stage of build_model built it
         ops = t.ops
         ops_on = on_threads(ctx, "ops", threads) if len(ops) else np.zeros(0, dtype=bool)
         o_ts, o_end = ops["ts_us"].to_numpy(dtype=float), ops["end_us"].to_numpy(dtype=float)
@@ -649,14 +688,6 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             a_in = (kz >= 0) & (a_ts < ze[np.maximum(kz, 0)])  # the anchor starts inside a zero_grad span
             for i in np.flatnonzero(a_in):
                 zero[rows[ev_ptr[i] : ev_ptr[i + 1]]] = True
-        attention = np.zeros(len(g_all), dtype=bool)
-        try:
-            from tracedoc.signals.attention import attention_kernels, replaced_by_fused_mask
-
-            ak = attention_kernels(ctx)
-            attention[ak.index.to_numpy()[replaced_by_fused_mask(ak)]] = True  # kernel rows come first in gpu_events
-        except SignalUnavailable:
-            pass
         del r_ts, r_end
         others = list(regions.values())
         # the anchors' calls, but for the launch calls: those lie in launching_ops and startup
@@ -681,13 +712,13 @@ def _schedule(ctx: SignalContext) -> _Schedule:
             ev_ptr,
             rows,
             stream,
-            ev_kind,
+            flags.kind,
             ge - gs,
             wait_obs,
-            tc_slow,
-            tf32,
+            flags.tc_slow,
+            flags.tf32,
             zero,
-            attention,
+            flags.attention,
             dep,
             lat,
             regions,
@@ -724,9 +755,18 @@ def build_model(ctx: SignalContext) -> bool:
     """Build the step model's schedule and anchor order (cached), so that the engine can release
     what they were built from before the replays (issue 24); False when the trace has no
     schedule (the reason stays cached: a replay raises it) or its build fails (a replay's signal
-    fails the same way and gives the reason, as every signal does: never the whole analysis)."""
+    fails the same way and gives the reason, as every signal does: never the whole analysis).
+
+    Built in three stages, the GPU events' flags (:func:`_event_flags`), the schedule, the anchor
+    order, with what each stage was built from released (all but the step model's cached
+    intermediates, :meth:`~tracedoc.signals.base.SignalContext.release`) before the next: held
+    under the next stage's build, those inputs were its peak (557 -> 528 MiB on 4 M small
+    events). The values are the same: a released intermediate that is asked for again is built
+    again."""
     try:
-        _anchor_order(ctx)
+        for stage in (_event_flags, _schedule, _anchor_order):
+            stage(ctx)
+            ctx.release(keep=step_model_key)
     except MemoryError:
         raise
     except Exception:  # unavailable, or a bug an odd trace reaches: the replays' signals say which
