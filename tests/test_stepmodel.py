@@ -316,9 +316,9 @@ def test_walk_measures_each_window_s_shares_as_one_pass_would():
         if not sel.size:
             continue
         windows += 1
-        shares, rests = walk._shares(sel)
+        shares, rests, rows = walk._window_shares(k)
         assert bytes(shares) == whole[sel].tobytes() and bytes(rests) == rest[sel].tobytes()
-        assert [walk.slot[i] for i in sel] == list(range(sel.size))  # each anchor's row
+        assert [rows[i] for i in sel.tolist()] == list(range(sel.size))  # each anchor's row
     assert windows > 5
     one = int(order.by_step[order.bounds[3]])
     shares, rests = walk._shares(np.array([one]))
@@ -366,5 +366,11 @@ def test_removed_time_in_parts_is_the_one_pass_figure(monkeypatch):
     a, b = order.prev, order.prev + order.gap_obs
     whole = removed(a, b)
     assert a.size > 1000 and whole.any()
+    # the upper bound given as a length: the same sums, a part at a time
+    assert removed(a, length=order.gap_obs).tobytes() == whole.tobytes()
     monkeypatch.setattr(SM, "_SHARES_CHUNK", 7)
     assert removed(a, b).tobytes() == whole.tobytes()
+    assert removed(a, length=order.gap_obs).tobytes() == whole.tobytes()
+    # and the same as both ends measured whole: removed(-inf, max(a, b)) - removed(-inf, a)
+    monkeypatch.setattr(SM, "_SHARES_CHUNK", a.size)
+    assert (removed._upto(np.maximum(b, a)) - removed._upto(a)).tobytes() == whole.tobytes()

@@ -836,29 +836,35 @@ class _Removed:
         seg *= rate[:-1]
         self.cum = np.concatenate([[0.0], np.cumsum(seg)])
 
-    def upto(self, x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, dtype=float)
-        out = np.zeros(x.shape)
+    def _upto(self, x: np.ndarray) -> np.ndarray:
+        """``removed(-inf, x)`` per point of the 1-d float array ``x`` (a chunk: its
+        temporaries are a few arrays of its length). ``self.bp`` is not empty."""
+        if self.whole is not None:
+            return covered_upto(*self.whole, x)
+        j = np.searchsorted(self.bp, x, side="right") - 1
+        jj = np.maximum(j, 0)
+        return np.where(j >= 0, self.cum[jj] + (x - self.bp[jj]) * self.rate[jj], 0.0)
+
+    def __call__(self, a, b=None, length=None) -> np.ndarray:
+        """``removed(a, max(a, b))`` per element, shape of ``a`` (µs); ``length`` instead of
+        ``b`` gives ``b = a + length``, computed a chunk at a time (no array of ``b`` held).
+
+        Elementwise, so computed in parts of :data:`_SHARES_CHUNK`: the whole-array form held
+        the upper bounds, their clamp and both ends' sums for every anchor at once (some eight
+        arrays per end, then four), a replay's peak under a launching-op transformation (issue
+        24). The floats are the same."""
+        a = np.asarray(a, dtype=float)
+        other = np.asarray(b if length is None else length, dtype=float)
+        out = np.zeros(a.shape)
         if not self.bp.size:
             return out
-        # elementwise, so in parts of _SHARES_CHUNK: the whole-array form held some eight arrays
-        # of every anchor at once, the replay's peak under a launching-op transformation (issue 24)
-        flat, dest = x.reshape(-1), out.reshape(-1)
-        for lo in range(0, flat.size, _SHARES_CHUNK):
-            part = flat[lo : lo + _SHARES_CHUNK]
-            if self.whole is not None:
-                dest[lo : lo + part.size] = covered_upto(*self.whole, part)
-                continue
-            j = np.searchsorted(self.bp, part, side="right") - 1
-            jj = np.maximum(j, 0)
-            dest[lo : lo + part.size] = np.where(j >= 0, self.cum[jj] + (part - self.bp[jj]) * self.rate[jj], 0.0)
-        return out
-
-    def __call__(self, a, b) -> np.ndarray:
-        a = np.asarray(a, dtype=float)
-        b = np.maximum(np.asarray(b, dtype=float), a)
-        out = self.upto(b)
-        out -= self.upto(a)
+        fa, fo, dest = a.reshape(-1), other.reshape(-1), out.reshape(-1)
+        for lo in range(0, fa.size, _SHARES_CHUNK):
+            pa, po = fa[lo : lo + _SHARES_CHUNK], fo[lo : lo + _SHARES_CHUNK]
+            pb = np.maximum(po if length is None else pa + po, pa)
+            part = self._upto(pb)
+            part -= self._upto(pa)
+            dest[lo : lo + pa.size] = part
         return out
 
 
@@ -965,7 +971,7 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
     # (gap_obs - removed) * f, written in place; the observed gaps themselves (no copy) when the
     # transformation removes no CPU time and f is 1, as in the traced replay (issue 24)
     if removed.bp.size:
-        gap = removed(prev, prev + gap_obs)
+        gap = removed(prev, length=gap_obs)
         np.subtract(gap_obs, gap, out=gap)
         if f != 1.0:
             gap *= f
@@ -1007,9 +1013,9 @@ def _replay(ctx: SignalContext, what: WhatIf, trace_path: bool = False) -> _Repl
     # the CPU time between two steps (from the second on) and each step's tail, kept
     ce_prev = ce[:-1]
     between = np.maximum(cs[1:] - ce_prev, 0.0)
-    between_kept = np.concatenate([[0.0], (between - removed(ce_prev, ce_prev + between)) * f])
+    between_kept = np.concatenate([[0.0], (between - removed(ce_prev, length=between)) * f])
     tail = np.maximum(ce - t_from, 0.0)
-    tail_kept = (tail - removed(t_from, t_from + tail)) * f
+    tail_kept = (tail - removed(t_from, length=tail)) * f
     # the critical path's graph: nodes 0..na-1 anchors (CPU time and call), na..na+G-1 GPU
     # events, na+G+q the wait of the q-th blocking anchor the loop meets (a node per blocking
     # anchor, not per anchor: 12 bytes per launch anchor less, issue 24)
@@ -1114,18 +1120,6 @@ class _Walk:
         self.a_ts, self.a_end, self.a_step = _views(sch.a_ts, sch.a_end, sch.a_step)
         self.order = order
         self.shares_of = _GapShares(sch)
-        # anchor i's row among its window's anchors (by_step order), for its window's shares
-        # (anchors outside every window come first in by_step and are never asked for)
-        # (int32 throughout: int64 temporaries here were 8 MiB of the traced replay's peak on 1 M
-        # small events, issue 24)
-        slot = np.zeros(self.na, dtype=np.int32)
-        first = int(order.bounds[0]) if self.na else 0
-        if self.na > first:
-            q = np.arange(first, self.na, dtype=np.int32)
-            q -= np.repeat(order.bounds[:-1].astype(np.int32), np.diff(order.bounds))
-            slot[order.by_step[first:]] = q
-            del q
-        (self.slot,) = _views(slot)
         tail = self.shares_of(t_from, np.maximum(ce, t_from))
         self.tail, self.tail_rest = _views(tail, np.maximum(1.0 - tail.sum(axis=1), 0.0))
 
@@ -1134,6 +1128,14 @@ class _Walk:
         prev, gap_obs = self.order.prev[anchors], self.order.gap_obs[anchors]
         shares = self.shares_of(prev, prev + gap_obs)
         return tuple(_views(shares, np.maximum(1.0 - shares.sum(axis=1), 0.0)))
+
+    def _window_shares(self, k: int) -> tuple[memoryview, memoryview, dict[int, int]]:
+        """Window ``k``'s gap shares and rests (:meth:`_shares` of its anchors, in by_step
+        order) and each of its anchors' row in them. The rows are found per window, when the
+        walk first reaches one of its anchors: held for every anchor with its temporaries, they
+        were 15 MiB of the traced replay's peak on 4 M small events (issue 24)."""
+        anchors = self.order.by_step[self.order.bounds[k] : self.order.bounds[k + 1]]
+        return (*self._shares(anchors), {a: j for j, a in enumerate(anchors.tolist())})
 
     def __call__(self, k: int, times: tuple[float, float, float, float], ends: tuple[int, int], pred, nend) -> list:
         """Window ``k``'s row of the path (µs per cause, :data:`PATH_CAUSES` order)."""
@@ -1147,9 +1149,8 @@ class _Walk:
         ev_col = (col["compute"], col["communication"], col["memcpy"])
         gap_cols = [col[c_] for c_ in _GAP_CAUSES]
         other = col["other_cpu"]
-        bounds = self.order.bounds
         mine = None  # this window's shares, measured when its first anchor is reached
-        a_step, slot = self.a_step, self.slot
+        a_step = self.a_step
 
         n_gap = len(gap_cols)
 
@@ -1176,9 +1177,9 @@ class _Walk:
                     row[startup if self.a_startup[node] else launch] += own
                     if a_step[node] == k:
                         if mine is None:
-                            mine = self._shares(self.order.by_step[bounds[k] : bounds[k + 1]])
-                        shares, rests = mine
-                        at = slot[node]
+                            mine = self._window_shares(k)
+                        shares, rests, rows = mine
+                        at = rows[node]
                     else:  # an anchor of another window on this path (rare): measured alone
                         shares, rests = self._shares(np.array([node]))
                         at = 0
