@@ -341,6 +341,44 @@ def test_ids_beyond_int64(tmp_path):
     _analyze_json(p)
 
 
+def test_ids_beyond_int32_keep_int64_from_both_loaders_and_the_cache(tmp_path):
+    """Device and stream columns are int32 when every id fits (issue 24: 4 bytes per GPU event and
+    column), int64 when one does not; the id itself is kept either way."""
+    import numpy as np
+
+    from tracedoc.cache import FrameCache
+
+    d = dataloader_bound().doc()
+    kernels = [e for e in d["traceEvents"] if e.get("cat") == "kernel"]
+    kernels[0]["args"]["stream"] = 2**40
+    kernels[1]["args"]["stream"] = -(2**31) - 1
+    p = _write(tmp_path, d)
+    cache = FrameCache(tmp_path / "cache", min_bytes=0)
+    load(p, cache=cache)
+    cached = load(p, cache=cache)
+    assert cache.last == "hit"
+    for t in (*both_loaders(p), cached):
+        assert t.kernels["stream"].dtype == np.int64
+        assert t.kernels["stream"].tolist() == [2**40, -(2**31) - 1, 7]
+        assert t.kernels["device"].dtype == np.int32 and t.kernels["device"].tolist() == [0, 0, 0]
+        assert t.memory["device_id"].dtype == np.int32  # empty: int32
+
+
+def test_id_array_takes_int32_where_every_id_fits():
+    import numpy as np
+
+    from tracedoc.trace import id_array
+
+    lo, hi = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+    for ids, dtype in (([], np.int32), ([0, 7, lo, hi], np.int32), ([hi + 1], np.int64), ([lo - 1, 3], np.int64)):
+        got = id_array(ids)
+        assert got.dtype == dtype and got.tolist() == ids
+    arr = np.array([5, 9], dtype=np.int64)
+    assert id_array(arr).dtype == np.int32 and arr.dtype == np.int64  # the input is left as it is
+    with pytest.raises((OverflowError, ValueError, TypeError)):
+        id_array([2**70])
+
+
 def test_metadata_beyond_64_bits_json_report(tmp_path):
     b = TraceBuilder(devices=[{"id": 0, "name": "GPU", "totalGlobalMem": 1e300, "numSms": 2**70}])
     for i in range(3):

@@ -182,6 +182,8 @@ def _frame(table, cols: list[tuple[str, str]]):
     import pandas as pd
     import pyarrow as pa
 
+    from tracedoc.trace import id_array
+
     data = {}
     for c, t in cols:
         col = table.column(c)
@@ -199,6 +201,8 @@ def _frame(table, cols: list[tuple[str, str]]):
                 parts.append(values[arr.indices.to_numpy(zero_copy_only=False)])
             joined = np.concatenate(parts) if parts else np.empty(0, dtype=object)
             data[c] = pd.Series(joined, dtype=object)
+        elif t == "int":
+            data[c] = pd.Series(id_array(col.to_numpy()), copy=False)
         else:
             data[c] = pd.Series(col.to_numpy(), dtype=t)
     return pd.DataFrame(data)

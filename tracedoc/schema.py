@@ -1,5 +1,8 @@
 """The frame schema (column names and dtypes), kept free of pandas so the loader's
-decoding stage can run before pandas is imported. Documented in :mod:`tracedoc.trace`."""
+decoding stage can run before pandas is imported. Documented in :mod:`tracedoc.trace`.
+
+A dtype is a numpy or pandas dtype name, or ``"int"``: int32 when every value of the column
+fits in it, else int64 (:func:`tracedoc.trace.id_array`; device and stream ids)."""
 
 from __future__ import annotations
 
@@ -27,8 +30,8 @@ FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
     ],
     "kernels": [
         ("name", "category"),
-        ("device", "int64"),
-        ("stream", "int64"),
+        ("device", "int"),
+        ("stream", "int"),
         ("ts_us", "float64"),
         ("dur_us", "float64"),
         ("end_us", "float64"),
@@ -42,8 +45,8 @@ FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("copy_kind", "object"),
         ("src_memory", "object"),
         ("dst_memory", "object"),
-        ("device", "int64"),
-        ("stream", "int64"),
+        ("device", "int"),
+        ("stream", "int"),
         ("ts_us", "float64"),
         ("dur_us", "float64"),
         ("end_us", "float64"),
@@ -52,8 +55,8 @@ FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
     ],
     "memsets": [
         ("name", "object"),
-        ("device", "int64"),
-        ("stream", "int64"),
+        ("device", "int"),
+        ("stream", "int"),
         ("ts_us", "float64"),
         ("dur_us", "float64"),
         ("end_us", "float64"),
@@ -62,8 +65,8 @@ FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
     ],
     "syncs": [
         ("name", "object"),
-        ("device", "int64"),
-        ("stream", "int64"),
+        ("device", "int"),
+        ("stream", "int"),
         ("ts_us", "float64"),
         ("dur_us", "float64"),
         ("end_us", "float64"),
@@ -72,8 +75,8 @@ FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
     ],
     "memory": [
         ("ts_us", "float64"),
-        ("device_type", "int64"),
-        ("device_id", "int64"),
+        ("device_type", "int"),
+        ("device_id", "int"),
         ("bytes", "float64"),
         ("total_allocated_bytes", "float64"),
         ("total_reserved_bytes", "float64"),

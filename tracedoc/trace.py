@@ -23,7 +23,8 @@ threads over millions of events, and an ``object`` column held an 8-byte pointer
 (issue 24: about 26 MiB on 1 M small events). ``==``, ``isin``, ``.str`` and groupbys read
 them as strings do; :func:`tracedoc.signals.strings.thread_labels` builds ``"pid/tid"`` keys
 and :func:`tracedoc.signals.strings.text_rows` takes rows of one for a derived frame.
-``kernels`` -- GPU kernels: name (Categorical of str), device (int), stream (int), ts_us, dur_us, end_us,
+``kernels`` -- GPU kernels: name (Categorical of str), device, stream (int32, int64 when an id does
+    not fit: :func:`id_array`; as in every frame's device, stream and device_type columns), ts_us, dur_us, end_us,
     correlation, blocks_per_sm, warps_per_sm, occupancy_pct (float64, NaN when the
     trace does not record them).
 ``memcpys`` -- GPU memory copies: name, copy_kind (HtoD, DtoH, DtoD, ...), src_memory
@@ -121,9 +122,10 @@ class Trace:
     - ``runtime`` -- CUDA/HIP runtime and driver calls: name, cat, kind (launch | memcpy |
       memset | sync | other), pid, tid (``Categorical`` of str), ts_us, dur_us, end_us (µs),
       correlation.
-    - ``kernels`` -- GPU kernels: name (``Categorical`` of str), device (int), stream (int),
-      ts_us, dur_us, end_us (µs), correlation, blocks_per_sm, warps_per_sm, occupancy_pct (%;
-      NaN when not recorded).
+    - ``kernels`` -- GPU kernels: name (``Categorical`` of str), device, stream (int32, or int64
+      when an id does not fit it, :func:`id_array`: so are every frame's device, stream,
+      device_type and device_id columns), ts_us, dur_us, end_us (µs), correlation,
+      blocks_per_sm, warps_per_sm, occupancy_pct (%; NaN when not recorded).
     - ``memcpys`` -- GPU copies: name, copy_kind (HtoD, DtoH, DtoD, ...), src_memory,
       dst_memory (Pageable, Pinned, Device, Host, unknown), device, stream, ts_us, dur_us,
       end_us (µs), bytes (float64, NaN when absent), correlation.
@@ -249,9 +251,31 @@ def text_categorical(values: Any) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
 
 
+def id_array(values: Any) -> np.ndarray:
+    """The integer ids ``values`` (a sequence or array of integers in int64 range: device, stream
+    or device-type ids) as int32 when every one fits, else as int64; int32 when empty. The
+    frames' ``"int"`` columns (:data:`tracedoc.schema.FRAME_COLUMNS`) take this form, whichever
+    loader or cache made them: 4 bytes per GPU event and column instead of 8 (issue 24).
+
+    Raises:
+        OverflowError, ValueError, TypeError: a value that is not an integer of int64 range.
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu":
+        arr = np.asarray(values, dtype=np.int64)
+    if not arr.size or (arr.min() >= np.iinfo(np.int32).min and arr.max() <= np.iinfo(np.int32).max):
+        return arr.astype(np.int32, copy=False)
+    return arr.astype(np.int64, copy=False)
+
+
 def _series(values: Any, dtype: str, consume: bool = False) -> pd.Series:
     if dtype == "category":
         return pd.Series(text_categorical(values))
+    if dtype == "int":
+        ids = id_array(values)
+        # a new array, or a consumed one that owns its memory: the column's own (no copy)
+        fresh = ids is not values or (consume and ids.flags.owndata and ids.flags.writeable)
+        return pd.Series(ids, copy=not fresh)
     # a consumed numpy array of the column's dtype that owns its memory becomes the column as it
     # is: pandas 3 copies an array it is given by default (issue 24)
     owned = consume and isinstance(values, np.ndarray) and values.flags.owndata and values.flags.writeable
