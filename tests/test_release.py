@@ -93,6 +93,24 @@ def test_the_schedule_is_built_without_what_the_flags_were_built_from():
     assert sch.ev_tc_slow is flags.tc_slow and sch.ev_attention is flags.attention
 
 
+def test_the_window_checks_run_before_the_step_model_is_built():
+    """The engine's window checks run first: after the rules, their transients sat on the step
+    model's schedule and replays, the analysis's peak on 4 M small events (issue 24)."""
+    import tracedoc.signals.stepmodel as sm
+
+    trace = load(real_trace("h100_resnet18_baseline.pt.trace.json.gz"), cache=None)
+    held: list[set[str]] = []
+    build = sm.build_model
+
+    def spy(ctx):
+        held.append(set(ctx._cache))
+        return build(ctx)
+
+    with patch.object(sm, "build_model", spy):
+        analyze_trace(trace)
+    assert len(held) == 1 and "window_checks" in held[0]
+
+
 def test_release_keeps_small_values_and_those_it_is_told_to():
     trace = load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None)
     ctx = SignalContext(trace)

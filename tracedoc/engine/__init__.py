@@ -216,7 +216,8 @@ def analyze_trace(
     (:meth:`~tracedoc.signals.base.SignalContext.release`) before the step model's build and
     before its replays, all but the step model's (:func:`run_rules`), and once the step model's
     signals are computed, all. A
-    released intermediate that a later signal reads is built again: time, never a result.
+    released intermediate that a later signal reads is built again: time, never a result. The
+    window checks (:func:`window_checks`) run before the rules, on what little is held then.
 
     Args:
         min_saving_ms, min_saving_share: the floors (default 0.05 ms per step and 1% of the
@@ -238,6 +239,10 @@ def analyze_trace(
     stored = signal_store.get() if signal_store is not None else None
     if stored is not None:
         ctx.seed(stored["values"], stored["errors"])
+    # the window checks first (cached; the same value whenever they run): their transients, the
+    # launches with no GPU event, sat on the step model's schedule and replays when they ran after
+    # the rules (535 MiB on 4 M small events, their peak then; issue 24)
+    window_checks(ctx)
     findings, skipped = run_rules(ctx, rules)
     step_ms, _ = ctx.try_get("step_time_ms")
     floors = (
