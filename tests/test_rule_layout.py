@@ -220,3 +220,20 @@ def test_transposes_of_other_ops_do_not_count(tmp_path):
     c = _ctx(tmp_path, _conv_trace(200, 800, op="aten::copy_"))
     assert c.get("layout_transform_kernels_per_step") == 0 and c.get("layout_transform_ms") == 0.0
     assert RULE.evaluate(c.get) is None
+
+
+@pytest.mark.parametrize(
+    "name", ["h100_resnet18_baseline.pt.trace.json.gz", "h100_resnet18_channels_last.pt.trace.json.gz"]
+)
+def test_layout_kernels_conv_columns_follow_each_kernel_s_op_name(name):
+    """``conv`` and ``around_conv`` are read through the op column's codes (issue 24): per kernel,
+    the same as testing its launching op's name as a string."""
+    from tracedoc.load import load
+    from tracedoc.signals.layout import layout_kernels
+
+    lk = layout_kernels(SignalContext(load(real_trace(name), cache=None)))
+    ops = lk["op"].astype(object).tolist()
+    conv = [isinstance(o, str) and is_conv_op(o) for o in ops]
+    around = [bool(t) and (c or not isinstance(o, str)) for t, c, o in zip(lk["layout"], conv, ops, strict=True)]
+    assert lk["conv"].tolist() == conv and any(conv) and not all(conv)
+    assert lk["around_conv"].tolist() == around and any(around)

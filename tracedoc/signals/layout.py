@@ -34,7 +34,7 @@ from tracedoc.signals.arrays import sorted_unique
 from tracedoc.signals.attribution import kernel_op_pos
 from tracedoc.signals.base import SignalContext, signal
 from tracedoc.signals.steps import at_rows, complete_mask
-from tracedoc.signals.strings import shared_column
+from tracedoc.signals.strings import shared_column, sorted_codes
 from tracedoc.signals.tensor_core import union_ms_per_step, window_kernels
 
 #: Convolution ops, aten names and autograd nodes (forward, backward, transposed, depthwise;
@@ -100,11 +100,16 @@ def layout_kernels(ctx: SignalContext) -> pd.DataFrame:
         out = ko.copy(deep=False)  # new columns only: the shared ones are never written
         # window_kernels keeps kernel_ops' index: row positions in trace.kernels
         shared_column(out, "op_pos", at_rows(kernel_op_pos(ctx), ko.index))
-        ops = out["op"].to_numpy(dtype=object)
-        names = {o: is_conv_op(o) for o in set(ops) if isinstance(o, str)}  # None or NaN: no op
-        conv = np.array([names.get(o, False) for o in ops], dtype=bool)
+        # one test per distinct op name, through the column's codes (-1: no op): the names as an
+        # object array and a list of every kernel's test were 20 MiB of the layout signals'
+        # transient on 4 M small events (issue 24)
+        codes, names = sorted_codes(out["op"])
+        per_name = np.fromiter((is_conv_op(n) for n in names), dtype=bool, count=len(names))
+        no_op = codes < 0
+        conv = np.zeros(len(codes), dtype=bool)
+        conv[~no_op] = per_name[codes[~no_op]]
         out["conv"] = conv
-        out["around_conv"] = out["layout"].to_numpy() & (conv | pd.isna(ops))
+        out["around_conv"] = out["layout"].to_numpy() & (conv | no_op)
         return out
 
     return ctx.cached("layout_kernels", build)
