@@ -371,6 +371,9 @@ def test_removed_time_in_parts_is_the_one_pass_figure(monkeypatch):
     monkeypatch.setattr(SM, "_SHARES_CHUNK", 7)
     assert removed(a, b).tobytes() == whole.tobytes()
     assert removed(a, length=order.gap_obs).tobytes() == whole.tobytes()
+    for bad in ({}, {"b": b, "length": order.gap_obs}):
+        with pytest.raises(TypeError):
+            removed(a, **bad)
     # and the same as both ends measured whole: removed(-inf, max(a, b)) - removed(-inf, a)
     monkeypatch.setattr(SM, "_SHARES_CHUNK", a.size)
     assert (removed._upto(np.maximum(b, a)) - removed._upto(a)).tobytes() == whole.tobytes()

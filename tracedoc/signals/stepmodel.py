@@ -852,7 +852,13 @@ class _Removed:
         Elementwise, so computed in parts of :data:`_SHARES_CHUNK`: the whole-array form held
         the upper bounds, their clamp and both ends' sums for every anchor at once (some eight
         arrays per end, then four), a replay's peak under a launching-op transformation (issue
-        24). The floats are the same."""
+        24). The floats are the same.
+
+        Raises:
+            TypeError: both ``b`` and ``length`` given, or neither.
+        """
+        if (b is None) == (length is None):
+            raise TypeError("removed(a, b) or removed(a, length=...): one upper bound")
         a = np.asarray(a, dtype=float)
         other = np.asarray(b if length is None else length, dtype=float)
         out = np.zeros(a.shape)
