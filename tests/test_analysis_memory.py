@@ -292,8 +292,8 @@ def test_schedule_streams_and_anchor_order_are_int32_where_they_fit():
     """The schedule's ``ev_stream`` (``stream * 1024 + device``) and the anchor order's
     ``by_step`` are held for the whole analysis: int32 when every value fits, and the same
     values; an array that does not fit keeps its type."""
-    from tracedoc.signals.stepmodel import _fit_int32
     from tracedoc.signals.steps import gpu_events
+    from tracedoc.trace import id_array
 
     ctx = SignalContext(load(real_trace("v100_resnet50_workers0.pt.trace.json.gz"), cache=None))
     sch, order = _schedule(ctx), _anchor_order(ctx)
@@ -302,8 +302,8 @@ def test_schedule_streams_and_anchor_order_are_int32_where_they_fit():
     assert sch.ev_stream.tolist() == (g["stream"] * 1024 + g["device"]).tolist()
     assert sorted(order.by_step.tolist()) == list(range(sch.a_ts.size))
     big = np.array([0, 2**31], dtype=np.int64)
-    assert _fit_int32(big).dtype == np.int64 and _fit_int32(big).tolist() == [0, 2**31]
-    assert _fit_int32(np.array([-(2**31), 2**31 - 1])).dtype == np.int32
+    assert id_array(big).dtype == np.int64 and id_array(big).tolist() == [0, 2**31]
+    assert id_array(np.array([-(2**31), 2**31 - 1])).dtype == np.int32
 
 
 def test_elementwise_candidates_are_tested_without_a_python_int_per_kernel():

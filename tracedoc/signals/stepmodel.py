@@ -159,6 +159,7 @@ from tracedoc.signals.cpumodel import CPU_FIXES, cpu_model_error_ms, cpu_replay_
 from tracedoc.signals.intervals import covered_before, covered_length, covered_upto, is_union, merge, subtract, union_of
 from tracedoc.signals.steps import complete_mask, dataloader_mask, gpu_events, launch_of, step_windows
 from tracedoc.signals.strings import _narrow, on_threads
+from tracedoc.trace import id_array
 
 #: Fallback only, for a device the peak table (:mod:`tracedoc.perf.peaks`, ``peaks.toml``) does not
 #: match: dense peak ratio of 16-bit Tensor Core (matrix core) throughput to FP32 (vector)
@@ -630,7 +631,7 @@ def _schedule(ctx: SignalContext) -> _Schedule:
         wait_obs = _wait_overheads(a_ts, a_end, a_step, by_step, a_class > 0, ev_ptr, ge[rows], float(ws[0]))
         stream = g_all["stream"].to_numpy().astype(np.int64) * 1024 + g_all["device"].to_numpy().astype(np.int64)
         lte = launch_of(ctx, g_all, "end_us")
-        stream = _fit_int32(stream)
+        stream = id_array(stream)  # held for the whole analysis: int32 where every id fits
         # per stream, by start: the previous event's end within the same step window, else the
         # window's start; every stream in one pass over the events sorted by (stream, start), a
         # few arrays of the events at once (a pass per stream held a dozen, the build's largest
@@ -779,16 +780,6 @@ def step_model_key(key: str) -> bool:
     order and replays): what the engine keeps through its release before the replays
     (:meth:`tracedoc.signals.base.SignalContext.release`)."""
     return key.startswith("stepmodel_")
-
-
-def _fit_int32(values: np.ndarray) -> np.ndarray:
-    """``values`` (integers) as int32 when every one fits, else as they are: the schedule's
-    streams (``stream * 1024 + device``, not bounded by any frame's length) are held for the
-    whole analysis (issue 24). Indices below an array's length take
-    :func:`tracedoc.signals.strings._narrow` instead."""
-    if not values.size or (values.min() >= -(2**31) and values.max() < 2**31):
-        return values.astype(np.int32)
-    return values
 
 
 class _Removed:
