@@ -273,9 +273,9 @@ def _series(values: Any, dtype: str, consume: bool = False) -> pd.Series:
         return pd.Series(text_categorical(values))
     if dtype == "int":
         ids = id_array(values)
-        # a new array, or a consumed one that owns its memory: the column's own (no copy)
-        fresh = ids is not values or (consume and ids.flags.owndata and ids.flags.writeable)
-        return pd.Series(ids, copy=not fresh)
+        if ids is not values:  # a new array: the column's own
+            return pd.Series(ids, copy=False)
+        dtype = ids.dtype.name  # the given array itself: taken as below
     # a consumed numpy array of the column's dtype that owns its memory becomes the column as it
     # is: pandas 3 copies an array it is given by default (issue 24)
     owned = consume and isinstance(values, np.ndarray) and values.flags.owndata and values.flags.writeable
