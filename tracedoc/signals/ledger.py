@@ -147,7 +147,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from tracedoc.signals.arrays import sorted_unique
+from tracedoc.signals.arrays import join_chunks, sorted_unique
 from tracedoc.signals.base import SignalContext, SignalUnavailable, signal
 from tracedoc.signals.intervals import _union, merge, paint, per_window, window_groups
 from tracedoc.signals.optimizer import optimizer_step_mask, zero_grad_mask
@@ -594,6 +594,14 @@ def device_ledger_us(ctx: SignalContext, device: int) -> np.ndarray:
     return per_window(grid, labels, len(LEDGER_KEYS) + 1, w["start_us"].to_numpy(), w["end_us"].to_numpy())
 
 
+def paint_key(key: str) -> bool:
+    """Whether ``key`` is a cached intermediate of a device's ledger paint
+    (:func:`_device_paint`): for :meth:`~tracedoc.signals.base.SignalContext.release`, which the
+    engine calls once the window checks have read the primary device's ledger
+    (:func:`tracedoc.engine.analyze_trace`)."""
+    return key.startswith("ledger_paint_")
+
+
 def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarray]:
     """The ledger of one device as painted segments: ``(grid, labels)``, the sorted segment
     boundaries (µs) and each segment's owner (a column of :func:`device_ledger_us`). Only the
@@ -747,7 +755,9 @@ def _device_paint(ctx: SignalContext, device: int) -> tuple[np.ndarray, np.ndarr
             grids.append(grid)
             labels.append(lab)
             last = grid[-1] if grid.size else last
-        return np.concatenate(grids), np.concatenate(labels)
+        # joined without holding the chunks and their join at once: the paint's peak, 34 MiB
+        # over the loop's on 4 M small events (issue 24)
+        return join_chunks(grids), join_chunks(labels)
 
     return ctx.cached(f"ledger_paint_{device}", build)
 
