@@ -60,9 +60,10 @@ def test_the_engine_releases_the_schedule_and_the_rules_intermediates():
     with patch.object(SignalContext, "__init__", keep), patch.object(SignalContext, "release", count):
         analyze_trace(trace)
     (ctx,) = seen
-    # before the model's build, after each of its three stages (the GPU events' flags, the
-    # schedule, the anchor order), after the model's signals
-    assert len(released) == 5 and released[0] > 0 and released[4] > 0
+    # the ledger's paint after the window checks; before the model's build, after each of its
+    # three stages (the GPU events' flags, the schedule, the anchor order), after the model's
+    # signals
+    assert len(released) == 6 and released[0] > 0 and released[1] > 0 and released[5] > 0
     big = {k for k, v in ctx._cache.items() if held_bytes(v) >= RELEASE_MIN_BYTES}
     assert "stepmodel_schedule" not in ctx._cache
     assert not any(k.startswith("ledger_paint_") for k in big)
@@ -109,6 +110,27 @@ def test_the_window_checks_run_before_the_step_model_is_built():
     with patch.object(sm, "build_model", spy):
         analyze_trace(trace)
     assert len(held) == 1 and "window_checks" in held[0]
+
+
+def test_the_rules_run_without_the_ledgers_paint():
+    """The window checks read the primary device's ledger; its paint (the largest intermediate
+    then, 34 MiB of 4 M small events) is released before the rules, which read the cached
+    per-step ledger (issue 24). The report is the same (test_a_report_with_releases_...)."""
+    import tracedoc.engine as engine
+
+    trace = load(real_trace("h100_resnet18_baseline.pt.trace.json.gz"), cache=None)
+    held: list[set[str]] = []
+    run = engine.run_rules
+
+    def spy(ctx, rules):
+        held.append(set(ctx._cache))
+        return run(ctx, rules)
+
+    with patch.object(engine, "run_rules", spy):
+        analyze_trace(trace)
+    (keys,) = held
+    assert "ledger_ms_0" in keys and "window_checks" in keys
+    assert not any(k.startswith("ledger_paint_") for k in keys)
 
 
 def test_release_keeps_small_values_and_those_it_is_told_to():

@@ -212,7 +212,9 @@ def analyze_trace(
 ) -> Report:
     """Compute every signal, evaluate the rules and build the :class:`Report`.
 
-    Memory (issue 24): the context's large intermediates are released
+    Memory (issue 24): the ledger's paint is released once the window checks have read the
+    primary device's ledger (:func:`tracedoc.signals.ledger.paint_key`); the context's large
+    intermediates are released
     (:meth:`~tracedoc.signals.base.SignalContext.release`) before the step model's build and
     before its replays, all but the step model's (:func:`run_rules`), and once the step model's
     signals are computed, all. A
@@ -232,7 +234,7 @@ def analyze_trace(
         tracedoc.errors.RuleError: a bad ``select``/``ignore`` selector or rule file.
     """
     from tracedoc.engine.claims import MIN_SAVING_MS, MIN_SAVING_SHARE, also_true, apply_floors, saving_floor
-    from tracedoc.signals.ledger import idle_ledger
+    from tracedoc.signals.ledger import idle_ledger, paint_key
 
     rules = select_rules(rules if rules is not None else builtin_rules(), select, ignore)
     ctx = SignalContext(trace)
@@ -243,6 +245,10 @@ def analyze_trace(
     # launches with no GPU event, sat on the step model's schedule and replays when they ran after
     # the rules (535 MiB on 4 M small events, their peak then; issue 24)
     window_checks(ctx)
+    # the primary device's ledger per step is cached now (small); its paint, the largest
+    # intermediate then held (34 MiB of 4 M small events), sat under every rule's peak though
+    # only host_bound_frames reads it again, which paints it anew (issue 24)
+    ctx.release(keep=lambda key: not paint_key(key), min_bytes=0)
     findings, skipped = run_rules(ctx, rules)
     step_ms, _ = ctx.try_get("step_time_ms")
     floors = (
