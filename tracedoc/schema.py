@@ -36,8 +36,6 @@ FRAME_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("dur_us", "float64"),
         ("end_us", "float64"),
         ("correlation", "float64"),
-        ("blocks_per_sm", "float64"),
-        ("warps_per_sm", "float64"),
         ("occupancy_pct", "float64"),
     ],
     "memcpys": [

@@ -25,8 +25,7 @@ them as strings do; :func:`tracedoc.signals.strings.thread_labels` builds ``"pid
 and :func:`tracedoc.signals.strings.text_rows` takes rows of one for a derived frame.
 ``kernels`` -- GPU kernels: name (Categorical of str), device, stream (int32, int64 when an id does
     not fit: :func:`id_array`; as in every frame's device, stream and device_type columns), ts_us, dur_us, end_us,
-    correlation, blocks_per_sm, warps_per_sm, occupancy_pct (float64, NaN when the
-    trace does not record them).
+    correlation, occupancy_pct (float64, NaN when the trace does not record them).
 ``memcpys`` -- GPU memory copies: name, copy_kind (HtoD, DtoH, DtoD, ...), src_memory
     (Pageable, Pinned, Device, Host, unknown), dst_memory, device, stream, ts_us,
     dur_us, end_us, bytes (float64, NaN when absent), correlation.
@@ -125,7 +124,9 @@ class Trace:
     - ``kernels`` -- GPU kernels: name (``Categorical`` of str), device, stream (int32, or int64
       when an id does not fit it, :func:`id_array`: so are every frame's device, stream,
       device_type and device_id columns), ts_us, dur_us, end_us (µs), correlation,
-      blocks_per_sm, warps_per_sm, occupancy_pct (%; NaN when not recorded).
+      occupancy_pct (%; NaN when not recorded). A kernel's other launch figures (``blocks per
+      SM``, ``warps per SM``, grid and block shapes, registers) are not kept: no signal reads
+      them, and two float64 columns of them were 20 MiB of 4 M small events (issue 24).
     - ``memcpys`` -- GPU copies: name, copy_kind (HtoD, DtoH, DtoD, ...), src_memory,
       dst_memory (Pageable, Pinned, Device, Host, unknown), device, stream, ts_us, dur_us,
       end_us (µs), bytes (float64, NaN when absent), correlation.

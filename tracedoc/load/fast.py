@@ -81,8 +81,6 @@ class Args(msgspec.Struct, gc=False):
     device: int | str | None = None
     stream: int | str | None = None
     bytes: float | str = _NAN
-    blocks_per_sm: float | str = msgspec.field(default=_NAN, name="blocks per SM")
-    warps_per_sm: float | str = msgspec.field(default=_NAN, name="warps per SM")
     occupancy_pct: float | str = msgspec.field(default=_NAN, name="est. achieved occupancy %")
     device_type: int | str | None = msgspec.field(default=None, name="Device Type")
     device_id: int | str | None = msgspec.field(default=None, name="Device Id")
@@ -587,8 +585,6 @@ def collect_columns(events: list[Event], progress: Callable[[str], None] | None 
                 "correlation": _floats_of("correlation", args),
             }
             if kind == KIND_KERNEL:
-                g["blocks_per_sm"] = _floats_of("blocks_per_sm", args)
-                g["warps_per_sm"] = _floats_of("warps_per_sm", args)
                 g["occupancy_pct"] = _floats_of("occupancy_pct", args)
             elif kind == KIND_MEMCPY:
                 parts = _mapped(_Memo(parse_memcpy_name), names)

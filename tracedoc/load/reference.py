@@ -185,8 +185,6 @@ class ColumnSink:
             g["end_us"].append(0.0)
             g["correlation"].append(_num(args.get("correlation")))
             if kind == KIND_KERNEL:
-                g["blocks_per_sm"].append(_num(args.get("blocks per SM")))
-                g["warps_per_sm"].append(_num(args.get("warps per SM")))
                 g["occupancy_pct"].append(_num(args.get("est. achieved occupancy %")))
             elif kind == KIND_MEMCPY:
                 ck, src, dst = parse_memcpy_name(name)
